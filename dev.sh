@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Sets everything up (idempotent, fast when nothing changed), then runs the demo or the test suite.
+#   ./dev.sh demo            set up, then run the demo (the main job)
+#   ./dev.sh test [ARGS...]  set up, then run pytest (ARGS go to pytest)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+die() { echo "dev.sh: $*" >&2; exit 2; }
+
+# 1. Python 3.10+ (3.11 is what CI uses).
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  for candidate in python3.11 python3 python; do
+    if command -v "$candidate" >/dev/null 2>&1; then PY=$candidate; break; fi
+  done
+fi
+[ -n "$PY" ] || die "Python 3.10+ is required (python3.11 recommended); none found on PATH"
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || die "Python 3.10+ is required; $PY is $("$PY" -V 2>&1)"
+
+# 2. Java 17+ for PySpark.
+command -v java >/dev/null 2>&1 || die "Java 17+ is required by PySpark: install a JDK/JRE 17 (Debian: apt-get install openjdk-17-jre-headless) and put java on PATH"
+java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9][0-9]*\).*/\1/p' | head -n1)
+[ "${java_major:-0}" -ge 17 ] 2>/dev/null || die "Java 17+ is required by PySpark; found: $(java -version 2>&1 | head -n1)"
+
+# 3. System packages: unixODBC (pyodbc needs libodbc.so.2) and the SQLite ODBC driver (live-path tests).
+missing=()
+ldconfig -p 2>/dev/null | grep -q 'libodbc\.so\.2' || missing+=(unixodbc)
+[ -e /usr/lib/x86_64-linux-gnu/odbc/libsqlite3odbc.so ] || ls /usr/lib/*/odbc/libsqlite3odbc.so >/dev/null 2>&1 || missing+=(libsqliteodbc)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "dev.sh: installing ${missing[*]} with apt-get" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    die "missing system packages: ${missing[*]} (Debian/Ubuntu: sudo apt-get install -y ${missing[*]})"
+  fi
+fi
+
+# 4. The virtual environment, reinstalled only when pyproject.toml changed.
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+stamp=.venv/.setup-stamp
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+  echo "$want" > "$stamp"
+fi
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  demo) exec .venv/bin/lineage-demo "$@" ;;
+  test) exec .venv/bin/python -m pytest "$@" ;;
+  *) die "usage: ./dev.sh demo | ./dev.sh test [pytest args]" ;;
+esac

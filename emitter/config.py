@@ -1,0 +1,239 @@
+"""Where the emitter's configuration comes from, and how openlineage-spark style keys map onto
+openlineage-python's transport configuration.
+
+Precedence, highest first (the only place it is written):
+
+1. Explicit overrides from the producer: the ``spark.openlineage.*`` SparkConf keys (prefix removed) or a
+   harvester's command-line flags, as flat dotted keys (``transport.type``, ``transport.url``...).
+2. ``openlineage.yml``: the file named by ``OPENLINEAGE_CONFIG``, else ``./openlineage.yml``, else
+   ``~/.openlineage/openlineage.yml``.
+3. Environment: ``OPENLINEAGE__TRANSPORT__...`` variables (openlineage-python's dynamic form), then the simple
+   ``OPENLINEAGE_URL`` / ``OPENLINEAGE_ENDPOINT`` / ``OPENLINEAGE_API_KEY``.
+4. Embedded default: append JSON lines to ``{state dir}/openlineage-events.jsonl`` (path printed once).
+
+``OPENLINEAGE_DISABLED=true`` or ``disabled=true`` at any level switches emission off.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+log = logging.getLogger(__name__)
+
+#: Environment variable naming the directory for the default event file and the spool.
+STATE_DIR_ENV = "LINEAGE_CAPTURE_STATE_DIR"
+DEFAULT_EVENTS_FILE = "openlineage-events.jsonl"
+
+#: openlineage-spark (Java) transport keys -> openlineage-python keys, per transport type.
+#: A value is (python key, converter); the converter turns the Java form into the Python form.
+JAVA_TO_PYTHON_KEYS: dict[str, dict[str, tuple[str, Any]]] = {
+    "http": {
+        "timeoutInMillis": ("timeout", lambda ms: float(ms) / 1000.0),  # Java: ms, Python: seconds
+        "timeout": ("timeout", float),
+        "headers": ("custom_headers", dict),
+        "urlParams": ("url_params", dict),  # not supported by openlineage-python: reported as unknown
+    },
+    "file": {
+        "location": ("log_file_path", str),  # Java appends one event per line: keep append on
+    },
+    "kafka": {
+        "topicName": ("topic", str),
+        "properties": ("config", dict),
+    },
+}
+
+#: Top-level keys this project understands; anything else is warned about once.
+KNOWN_TOP_LEVEL_KEYS = frozenset(
+    {"transport", "facets", "filters", "tags", "dataset", "disabled", "spool"}
+)
+#: Keys the Spark plugin reads itself; the emitter accepts them silently.
+SPARK_PLUGIN_KEYS = frozenset(
+    {"namespace", "appName", "parentJobNamespace", "parentJobName", "parentRunId", "rootParentJobNamespace",
+     "rootParentJobName", "rootParentRunId", "context", "jobName", "capturedProperties", "python", "debug",
+     "columnLineage", "job", "vendors", "timeout", "circuitBreaker", "metrics", "testExtensionProvider"}
+)
+
+
+@attrs.frozen
+class EmitterConfig:
+    """The resolved configuration: a transport config dict for openlineage-python, or none (disabled)."""
+
+    transport: Mapping[str, Any] | None
+    source: str  # which precedence step decided the transport, for the start-up log line
+    spool_dir: Path
+    spool_max_bytes: int
+    disabled: bool = False
+
+
+def state_dir() -> Path:
+    """Directory for the default event file, the spool and harvester state defaults."""
+    override = os.environ.get(STATE_DIR_ENV)
+    if override:
+        return Path(override)
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "lineage-capture"
+
+
+def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"transport.auth.type": "api_key"}`` -> ``{"transport": {"auth": {"type": "api_key"}}}``."""
+    nested: dict[str, Any] = {}
+    for key, value in flat.items():
+        node = nested
+        *parents, leaf = key.split(".")
+        for part in parents:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        node[leaf] = value
+    return nested
+
+
+def pythonize_transport(transport: Mapping[str, Any]) -> dict[str, Any]:
+    """Map Java-style transport keys onto openlineage-python's, recursively for composite transports."""
+    out = dict(transport)
+    kind = str(out.get("type", "")).lower()
+    out["type"] = kind
+    for java_key, (python_key, convert) in JAVA_TO_PYTHON_KEYS.get(kind, {}).items():
+        if java_key in out:
+            out[python_key] = convert(out.pop(java_key))
+    if kind == "file":
+        out.setdefault("append", True)
+    if kind == "http" and isinstance(out.get("retry"), Mapping):
+        out["retry"] = {k: _number(v) for k, v in out["retry"].items()}  # SparkConf values arrive as strings
+    if kind == "http" and isinstance(out.get("verify"), str):
+        out["verify"] = _truthy(out["verify"])
+    if kind == "http" and isinstance(out.get("auth"), Mapping):
+        out["auth"] = {**out["auth"], "type": str(out["auth"].get("type", "")).lower() or "api_key"}
+    if kind == "composite" and isinstance(out.get("transports"), Mapping):
+        out["transports"] = {
+            name: pythonize_transport(sub) for name, sub in out["transports"].items() if isinstance(sub, Mapping)
+        }
+    if kind == "composite" and isinstance(out.get("transports"), list):
+        out["transports"] = [pythonize_transport(sub) for sub in out["transports"]]
+    return out
+
+
+def _number(value: Any) -> Any:
+    """``"3"`` -> 3, ``"0.5"`` -> 0.5; anything else unchanged."""
+    if isinstance(value, str):
+        for kind in (int, float):
+            try:
+                return kind(value)
+            except ValueError:
+                pass
+    return value
+
+
+def _deep_merge(low: Mapping[str, Any], high: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(low)
+    for key, value in high.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _yaml_config() -> tuple[dict[str, Any], str | None]:
+    candidates = [os.environ.get("OPENLINEAGE_CONFIG"), "openlineage.yml",
+                  os.path.join(os.path.expanduser("~"), ".openlineage", "openlineage.yml")]
+    for candidate in candidates:
+        if candidate and os.path.isfile(candidate):
+            import yaml  # deferred: only processes that emit pay for it
+
+            with open(candidate, encoding="utf-8") as f:
+                content = yaml.safe_load(f) or {}
+            if not isinstance(content, dict):
+                raise ValueError(f"{candidate}: expected a mapping at the top level")
+            return content, candidate
+    return {}, None
+
+
+def _env_config() -> dict[str, Any]:
+    """``OPENLINEAGE__A__B=v`` -> ``{"a": {"b": v}}``; values parsed as JSON when they are JSON."""
+    prefix = "OPENLINEAGE__"
+    config: dict[str, Any] = {}
+    for key, raw in sorted(os.environ.items()):
+        if not key.startswith(prefix):
+            continue
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        path = [part.lower() for part in key[len(prefix):].split("__")]
+        config = _deep_merge(config, nest({".".join(path): value}))
+    if "transport" not in config and os.environ.get("OPENLINEAGE_URL"):
+        transport: dict[str, Any] = {"type": "http", "url": os.environ["OPENLINEAGE_URL"]}
+        if os.environ.get("OPENLINEAGE_ENDPOINT"):
+            transport["endpoint"] = os.environ["OPENLINEAGE_ENDPOINT"]
+        if os.environ.get("OPENLINEAGE_API_KEY"):
+            transport["auth"] = {"type": "api_key", "apiKey": os.environ["OPENLINEAGE_API_KEY"]}
+        config["transport"] = transport
+    return config
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).strip().lower() in {"true", "1", "yes"}
+
+
+def warn_unknown_keys(config: Mapping[str, Any], where: str) -> list[str]:
+    """Warn once per unknown top-level key (openlineage-python silently ignores them)."""
+    unknown = sorted(k for k in config if k not in KNOWN_TOP_LEVEL_KEYS and k not in SPARK_PLUGIN_KEYS)
+    for key in unknown:
+        log.warning("unknown OpenLineage configuration key %r in %s: ignored", key, where)
+    return unknown
+
+
+def _layer_transports(layers: list[tuple[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
+    """Merge transport sections from lowest to highest precedence. A layer naming another ``type`` replaces
+    the lower one instead of merging into it, so an http URL from the environment never leaks into a file
+    transport chosen on the command line."""
+    transport: dict[str, Any] | None = None
+    source = None
+    for name, layer in layers:
+        if not isinstance(layer, Mapping) or not layer:
+            continue
+        layer_type = str(layer.get("type", "")).lower()
+        if transport is None or (layer_type and layer_type != str(transport.get("type", "")).lower()):
+            transport = dict(layer)
+        else:
+            transport = _deep_merge(transport, layer)
+        source = name
+    return transport, source
+
+
+def load_config(overrides: Mapping[str, Any] | None = None) -> EmitterConfig:
+    """Resolve the configuration following the numbered precedence in this module's docstring."""
+    explicit = nest(overrides or {})
+    yaml_config, yaml_path = _yaml_config()
+    env_config = _env_config()
+    warn_unknown_keys(explicit, "explicit configuration")
+    if yaml_path:
+        warn_unknown_keys(yaml_config, yaml_path)
+    merged = _deep_merge(_deep_merge(env_config, yaml_config), explicit)
+
+    disabled = _truthy(os.environ.get("OPENLINEAGE_DISABLED", "")) or _truthy(merged.get("disabled", ""))
+    spool = merged.get("spool") if isinstance(merged.get("spool"), Mapping) else {}
+    spool_dir = Path(spool.get("dir") or state_dir() / "spool")
+    spool_max = int(spool.get("maxBytes", 256 * 1024 * 1024))
+
+    transport, source = _layer_transports([
+        ("environment", env_config.get("transport")),
+        (yaml_path or "openlineage.yml", yaml_config.get("transport")),
+        ("explicit configuration", explicit.get("transport")),
+    ])
+    if transport and transport.get("type"):
+        transport = pythonize_transport(transport)
+    else:
+        events_file = state_dir() / DEFAULT_EVENTS_FILE
+        transport = {"type": "file", "log_file_path": str(events_file), "append": True}
+        source = "embedded default"
+    return EmitterConfig(transport=transport, source=source, spool_dir=spool_dir,
+                         spool_max_bytes=spool_max, disabled=disabled)

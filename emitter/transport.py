@@ -1,0 +1,73 @@
+"""openlineage-python transports from the resolved configuration, with unknown keys reported."""
+from __future__ import annotations
+
+import attr
+import dataclasses
+import logging
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: Keys every transport config may carry (read by openlineage-python's factory itself).
+_FACTORY_KEYS = frozenset({"type", "name", "priority"})
+_announced_files: set[str] = set()
+
+
+def _config_fields(config_class: type) -> set[str] | None:
+    if attr.has(config_class):
+        return {f.name for f in attr.fields(config_class)} | {f.alias for f in attr.fields(config_class) if f.alias}
+    if dataclasses.is_dataclass(config_class):
+        return {f.name for f in dataclasses.fields(config_class)}
+    return None
+
+
+def unknown_transport_keys(transport: Mapping[str, Any]) -> list[str]:
+    """Keys of ``transport`` that its openlineage-python config class does not read (silently ignored there)."""
+    from openlineage.client.transport import get_default_factory
+
+    factory = get_default_factory()
+    transport_class = factory.transports.get(str(transport.get("type")))
+    if transport_class is None or isinstance(transport_class, str):
+        return []
+    fields = _config_fields(transport_class.config_class)
+    if fields is None:
+        return []
+    # openlineage-python accepts camelCase spellings of a few snake_case fields
+    fields |= {"sslContext", "sslcontext", "customHeaders", "apiKey"}
+    unknown = sorted(k for k in transport if k not in fields and k not in _FACTORY_KEYS)
+    if transport.get("type") == "composite":
+        for sub in (transport.get("transports") or {}).values() if isinstance(transport.get("transports"), Mapping) \
+                else transport.get("transports") or []:
+            unknown += [f"transports.{key}" for key in unknown_transport_keys(sub)]
+    return unknown
+
+
+def create_transport(transport: Mapping[str, Any] | None) -> Any:
+    """Build the transport; raises ValueError with a readable message when the configuration is unusable."""
+    from openlineage.client.transport import get_default_factory
+
+    if not transport or not transport.get("type"):
+        raise ValueError("no OpenLineage transport type configured")
+    for key in unknown_transport_keys(transport):
+        log.warning("unknown key %r in the %s transport configuration: ignored", key, transport.get("type"))
+    try:
+        built = get_default_factory().create(dict(transport))
+    except Exception as error:  # noqa: BLE001 - openlineage-python raises assorted types for bad config
+        from emitter.redact import redact
+
+        raise ValueError(f"cannot build the {transport.get('type')!r} OpenLineage transport: "
+                         f"{redact(str(error))}") from None
+    if transport.get("type") == "file":
+        _announce_file(str(transport.get("log_file_path")))
+    return built
+
+
+def _announce_file(path: str) -> None:
+    """The file transport's path is printed once per process, so a user finds the events."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    if path not in _announced_files:
+        _announced_files.add(path)
+        print(f"lineage events are appended to {path}", file=sys.stderr)

@@ -1,0 +1,22 @@
+"""Test-wide isolation: no test reads the developer's OpenLineage configuration or writes to ~/.local/state."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+@pytest.fixture(autouse=True)
+def isolated_lineage_env(tmp_path_factory, monkeypatch):
+    """Each test gets its own state dir (default event file, spool) and no inherited OPENLINEAGE_* config."""
+    for key in list(os.environ):
+        if key.startswith("OPENLINEAGE"):
+            monkeypatch.delenv(key)
+    state = tmp_path_factory.mktemp("lineage-state")
+    monkeypatch.setenv("LINEAGE_CAPTURE_STATE_DIR", str(state))
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", str(state / "no-openlineage.yml"))
+    return state
+

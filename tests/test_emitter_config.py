@@ -1,0 +1,99 @@
+"""Configuration precedence (explicit > openlineage.yml > environment > embedded default) and the mapping of
+openlineage-spark keys onto openlineage-python transports."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from emitter.config import load_config
+from emitter.emitter import Emitter
+
+HTTP_YML = "transport:\n  type: http\n  url: http://yaml:5000\n  auth:\n    type: api_key\n    apiKey: from-yaml\n"
+
+# id, explicit overrides, openlineage.yml text (None: no file), environment, expected transport (subset), source
+CASES = [
+    ("embedded-default", {}, None, {}, {"type": "file", "append": True}, "embedded default"),
+    ("env-simple-url", {}, None, {"OPENLINEAGE_URL": "http://env:5000", "OPENLINEAGE_API_KEY": "k1"},
+     {"type": "http", "url": "http://env:5000", "auth": {"type": "api_key", "apiKey": "k1"}}, "environment"),
+    ("env-dynamic", {}, None, {"OPENLINEAGE__TRANSPORT__TYPE": "console"}, {"type": "console"}, "environment"),
+    ("env-dynamic-json", {}, None, {"OPENLINEAGE__TRANSPORT": '{"type": "http", "url": "http://j:1"}'},
+     {"type": "http", "url": "http://j:1"}, "environment"),
+    ("yaml-over-env", {}, HTTP_YML, {"OPENLINEAGE_URL": "http://env:5000"},
+     {"type": "http", "url": "http://yaml:5000", "auth": {"type": "api_key", "apiKey": "from-yaml"}},
+     "openlineage.yml"),
+    ("explicit-over-yaml-same-type", {"transport.url": "http://explicit:5000"}, HTTP_YML, {},
+     {"type": "http", "url": "http://explicit:5000", "auth": {"type": "api_key", "apiKey": "from-yaml"}},
+     "explicit configuration"),
+    ("explicit-other-type-replaces", {"transport.type": "file", "transport.location": "/tmp/x.jsonl"}, HTTP_YML,
+     {}, {"type": "file", "log_file_path": "/tmp/x.jsonl", "append": True}, "explicit configuration"),
+    ("java-http-keys", {"transport.type": "http", "transport.url": "http://m:5000", "transport.endpoint":
+                        "/api/v1/lineage", "transport.timeoutInMillis": "2500", "transport.compression": "gzip",
+                        "transport.auth.type": "api_key", "transport.auth.apiKey": "k2"}, None, {},
+     {"type": "http", "url": "http://m:5000", "endpoint": "/api/v1/lineage", "timeout": 2.5, "compression": "gzip",
+      "auth": {"type": "api_key", "apiKey": "k2"}}, "explicit configuration"),
+    ("java-kafka-keys", {"transport.type": "kafka", "transport.topicName": "lineage",
+                         "transport.properties.bootstrap.servers": "k:9092"}, None, {},
+     {"type": "kafka", "topic": "lineage", "config": {"bootstrap": {"servers": "k:9092"}}},
+     "explicit configuration"),
+    ("composite", {"transport.type": "composite", "transport.transports.a.type": "console",
+                   "transport.transports.b.type": "file", "transport.transports.b.location": "/tmp/b.jsonl"},
+     None, {}, {"type": "composite", "transports": {"a": {"type": "console"},
+                                                    "b": {"type": "file", "log_file_path": "/tmp/b.jsonl",
+                                                          "append": True}}}, "explicit configuration"),
+]
+
+
+def subset(expected, actual) -> bool:
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(k in actual and subset(v, actual[k]) for k, v in expected.items())
+    return expected == actual
+
+
+@pytest.mark.parametrize("case_id, explicit, yml, env, expected, source", CASES, ids=[c[0] for c in CASES])
+def test_precedence_and_key_mapping(tmp_path, monkeypatch, case_id, explicit, yml, env, expected, source):
+    if yml is not None:
+        (tmp_path / "openlineage.yml").write_text(yml)
+        monkeypatch.setenv("OPENLINEAGE_CONFIG", str(tmp_path / "openlineage.yml"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    config = load_config(explicit)
+    assert subset(expected, dict(config.transport)), config.transport
+    assert config.source.endswith(source)
+
+
+def test_embedded_default_is_a_file_in_the_state_dir(isolated_lineage_env, capsys):
+    emitter = Emitter.from_config()
+    assert emitter.config.transport["log_file_path"] == str(isolated_lineage_env / "openlineage-events.jsonl")
+    Emitter.from_config()
+    assert capsys.readouterr().err.count("lineage events are appended to") == 1  # printed once per process
+
+
+@pytest.mark.parametrize("setting", [{"env": "OPENLINEAGE_DISABLED"}, {"key": "disabled"}])
+def test_disabled_emits_nothing(tmp_path, monkeypatch, setting):
+    out = tmp_path / "e.jsonl"
+    conf = {"transport.type": "file", "transport.location": str(out)}
+    if "env" in setting:
+        monkeypatch.setenv(setting["env"], "true")
+    else:
+        conf[setting["key"]] = "true"
+    from emitter.demo import demo_records
+
+    emitter = Emitter.from_config(conf)
+    emitter.emit_batch(demo_records())
+    emitter.close()
+    assert not out.exists()
+
+
+def test_unknown_keys_are_warned_about(tmp_path, monkeypatch, caplog):
+    (tmp_path / "openlineage.yml").write_text("transprot:\n  type: console\n")
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", str(tmp_path / "openlineage.yml"))
+    with caplog.at_level(logging.WARNING):
+        Emitter.from_config({"transport.type": "http", "transport.url": "http://h:1", "transport.urll": "x"})
+    assert "unknown OpenLineage configuration key 'transprot'" in caplog.text
+    assert "unknown key 'urll' in the http transport configuration" in caplog.text
+
+
+def test_unusable_transport_is_a_clear_error():
+    with pytest.raises(ValueError, match="cannot build the 'http' OpenLineage transport"):
+        Emitter.from_config({"transport.type": "http"})  # no url

@@ -1,0 +1,162 @@
+"""Delivery through openlineage-python's HTTP transport to a real server on 127.0.0.1: gzip, Bearer auth,
+retries on 5xx, spooling while the port is closed, replay in the original order, nothing lost, nothing twice."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from http_backend import Backend, free_port
+from ol_schema import assert_valid_event
+
+from emitter.cli import main as emitter_cli
+from emitter.demo import demo_records
+from emitter.emitter import Emitter
+from emitter.records import COMPLETE, START, JobRef, JobType, RunRecord, RunRef
+
+FAST_RETRY = {"transport.retry.total": "2", "transport.retry.connect": "2", "transport.retry.backoff_factor": "0.01"}
+T0 = datetime(2026, 11, 1, 3, 0, tzinfo=timezone.utc)
+
+
+def http_conf(url: str, **extra: str) -> dict[str, str]:
+    return {"transport.type": "http", "transport.url": url, **FAST_RETRY, **extra}
+
+
+def numbered_records(n: int) -> list[RunRecord]:
+    """n independent runs, START + COMPLETE each, in a known order."""
+    out = []
+    for i in range(n):
+        job = JobRef("test", f"job_{i}")
+        run_id = f"01900000-0000-7000-8000-{i:012d}"
+        out.append(RunRecord(START, T0 + timedelta(seconds=i), job, run_id, JobType("QUERY", "SQLSERVER")))
+        out.append(RunRecord(COMPLETE, T0 + timedelta(seconds=i, milliseconds=5), job, run_id,
+                             JobType("QUERY", "SQLSERVER")))
+    return out
+
+
+def key(event: dict) -> tuple[str, str]:
+    return event["run"]["runId"], event["eventType"]
+
+
+def test_gzip_and_bearer_auth_reach_the_backend():
+    with Backend() as backend:
+        emitter = Emitter.from_config(http_conf(backend.url, **{
+            "transport.compression": "gzip", "transport.auth.type": "api_key",
+            "transport.auth.apiKey": "s3cr3t-token", "transport.timeoutInMillis": "2000"}))
+        records = demo_records()
+        emitter.emit_batch(records)
+        counts = emitter.close()
+    assert (counts.delivered, counts.spooled, counts.dropped) == (4, 0, 0)
+    assert [r["path"] for r in backend.requests] == ["/api/v1/lineage"] * 4
+    assert {r["encoding"] for r in backend.requests} == {"gzip"}
+    assert {r["headers"]["Authorization"] for r in backend.requests} == {"Bearer s3cr3t-token"}
+    assert [key(e) for e in backend.events] == [(r.run_id, r.event_type) for r in records]
+    for event in backend.events:
+        assert_valid_event(event)
+
+
+def test_5xx_answers_are_retried_by_the_transport():
+    with Backend(fail_next=2) as backend:
+        emitter = Emitter.from_config(http_conf(backend.url))
+        emitter.emit(numbered_records(1)[0])
+        counts = emitter.close()
+    assert [r["status"] for r in backend.requests] == [503, 503, 201]
+    assert (counts.delivered, counts.spooled) == (1, 0)
+
+
+def test_closed_port_spools_then_next_start_replays_in_order_exactly_once():
+    port = free_port()
+    records = numbered_records(5)
+    first = Emitter.from_config(http_conf(f"http://127.0.0.1:{port}"))
+    for record in records:
+        first.emit(record)  # never raises although nothing listens
+    counts = first.close()
+    assert (counts.delivered, counts.spooled, counts.dropped) == (0, 10, 0)
+    assert first.spool.pending_bytes() > 0
+
+    with Backend(port) as backend:
+        second = Emitter.from_config(http_conf(backend.url))  # replays at start
+        late = numbered_records(6)[-2:]
+        for record in late:
+            second.emit(record)
+        second_counts = second.close()
+    assert [key(e) for e in backend.events] == [(r.run_id, r.event_type) for r in records + late]
+    assert (second_counts.replayed, second_counts.delivered, second_counts.spooled) == (10, 2, 0)
+    assert second.spool.pending_bytes() == 0
+
+
+def test_backend_down_mid_run_keeps_order_once_it_returns():
+    port = free_port()
+    records = numbered_records(4)
+    with Backend(port) as backend:
+        emitter = Emitter.from_config(http_conf(backend.url), retry_after=0)
+        emitter.emit(records[0])
+    for record in records[1:5]:  # backend gone: these spool
+        emitter.emit(record)
+    with Backend(port) as backend2:
+        for record in records[5:]:  # spool first, then these
+            emitter.emit(record)
+        counts = emitter.close()
+    assert [key(e) for e in backend.events + backend2.events] == [(r.run_id, r.event_type) for r in records]
+    assert counts.dropped == 0
+
+
+def test_replay_command_drains_the_spool():
+    port = free_port()
+    emitter = Emitter.from_config(http_conf(f"http://127.0.0.1:{port}"))
+    records = numbered_records(2)
+    for record in records:
+        emitter.emit(record)
+    emitter.close()
+    argv = ["--conf", "transport.type=http", "--conf", f"transport.url=http://127.0.0.1:{port}", "replay"]
+    assert emitter_cli(argv) == 1  # still down: exit 1, events kept
+    with Backend(port) as backend:
+        assert emitter_cli(argv) == 0
+        assert emitter_cli(argv) == 0  # nothing left, nothing sent twice
+    assert [key(e) for e in backend.events] == [(r.run_id, r.event_type) for r in records]
+
+
+def test_failing_backend_is_not_hammered_while_backing_off():
+    with Backend(status=500) as backend:
+        emitter = Emitter.from_config(http_conf(backend.url, **{"transport.retry.total": "0"}), retry_after=3600)
+        for record in numbered_records(3):
+            emitter.emit(record)
+        counts = emitter.close()
+    assert len(backend.requests) == 1  # one failed try, then straight to the spool
+    assert (counts.delivered, counts.spooled) == (0, 6)
+
+
+def test_full_spool_drops_with_a_warning_and_a_count(caplog):
+    port = free_port()
+    conf = http_conf(f"http://127.0.0.1:{port}", **{"spool.maxBytes": "1500"})
+    emitter = Emitter.from_config(conf)
+    for record in numbered_records(3):
+        emitter.emit(record)
+    counts = emitter.close()
+    assert counts.spooled >= 1 and counts.dropped >= 1 and counts.spooled + counts.dropped == 6
+    assert "is full" in caplog.text
+
+
+@pytest.mark.parametrize("events_in, delivered_order", [
+    # a parent's terminal event waits for the children it started
+    (["p:START", "c:START", "p:COMPLETE", "c:COMPLETE"], ["p:START", "c:START", "c:COMPLETE", "p:COMPLETE"]),
+    (["p:START", "c:START", "d:START", "p:FAIL", "c:COMPLETE", "d:FAIL"],
+     ["p:START", "c:START", "d:START", "c:COMPLETE", "d:FAIL", "p:FAIL"]),
+    # children already finished: nothing is held
+    (["p:START", "c:START", "c:COMPLETE", "p:COMPLETE"], ["p:START", "c:START", "c:COMPLETE", "p:COMPLETE"]),
+])
+def test_parent_terminal_waits_for_children(tmp_path, events_in, delivered_order):
+    out = tmp_path / "events.jsonl"
+    emitter = Emitter.from_config({"transport.type": "file", "transport.location": str(out)})
+    ids = {"p": "01900000-0000-7000-8000-00000000000a", "c": "01900000-0000-7000-8000-00000000000b",
+           "d": "01900000-0000-7000-8000-00000000000c"}
+    parent = RunRef(ids["p"], JobRef("ns", "task"))
+    for i, spec in enumerate(events_in):
+        who, state = spec.split(":")
+        job = parent.job if who == "p" else JobRef("ns", f"task.{who}")
+        emitter.emit(RunRecord(state, T0 + timedelta(seconds=i), job, ids[who], JobType("QUERY", "SQLSERVER"),
+                               parent=None if who == "p" else parent))
+    emitter.close()
+    from ol_schema import read_events
+
+    names = {v: k for k, v in ids.items()}
+    assert [f"{names[e['run']['runId']]}:{e['eventType']}" for e in read_events(out)] == delivered_order

@@ -1,0 +1,118 @@
+"""Records -> events: every event validates against the official schemas, carries jobType, and ParentRun with
+root; secrets never survive into the serialized event; run ids are UUIDv7 and deterministic when harvested."""
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from ol_schema import assert_valid_event
+from openlineage.client.facet_v2 import (
+    error_message_run,
+    output_statistics_output_dataset,
+    schema_dataset,
+    sql_job,
+)
+
+from emitter.demo import demo_records
+from emitter.events import PRODUCER, event_dict
+from emitter.records import COMPLETE, FAIL, START, Dataset, JobRef, JobType, RunRecord, RunRef
+from emitter.run_ids import new_run_id, stable_run_id
+
+T0 = datetime(2026, 11, 1, 3, 0, tzinfo=timezone.utc)
+APP = RunRef("01900000-0000-7000-8000-000000000001", JobRef("default", "my_app"))
+AIRFLOW = RunRef("01900000-0000-7000-8000-000000000002", JobRef("airflow", "dag.task"))
+DAG = RunRef("01900000-0000-7000-8000-000000000003", JobRef("airflow", "dag"))
+SPARK = JobType("SQL_JOB", "SPARK")
+
+# id, parent, root, expected parent facet job name, expected root job name (None: no parent facet)
+PARENT_CASES = [
+    ("no-parent", None, None, None, None),
+    ("parent-is-root", APP, None, "my_app", "my_app"),
+    ("explicit-root", APP, DAG, "my_app", "dag"),
+    ("airflow-parent", AIRFLOW, DAG, "dag.task", "dag"),
+]
+
+
+@pytest.mark.parametrize("case_id, parent, root, parent_name, root_name", PARENT_CASES,
+                         ids=[c[0] for c in PARENT_CASES])
+def test_parent_and_root(case_id, parent, root, parent_name, root_name):
+    record = RunRecord(START, T0, JobRef("default", "my_app.x"), new_run_id(T0), SPARK, parent=parent, root=root)
+    event = event_dict(record)
+    assert_valid_event(event)
+    facet = event["run"]["facets"].get("parent")
+    if parent_name is None:
+        assert facet is None
+        return
+    assert (facet["job"]["namespace"], facet["job"]["name"]) == (parent.job.namespace, parent_name)
+    assert facet["run"]["runId"] == parent.run_id
+    assert facet["root"]["job"]["name"] == root_name
+    assert facet["root"]["run"]["runId"] == (root or parent).run_id
+    assert facet["_schemaURL"].endswith("ParentRunFacet.json#/$defs/ParentRunFacet")
+
+
+def test_every_event_has_job_type_and_our_producer():
+    facets = {
+        "run": {"errorMessage": error_message_run.ErrorMessageRunFacet(message="boom", programmingLanguage="SQL")},
+        "job": {"sql": sql_job.SQLJobFacet(query="INSERT INTO b SELECT * FROM a", dialect="tsql")},
+    }
+    out = Dataset("file", "/data/out", facets={"schema": schema_dataset.SchemaDatasetFacet(fields=[
+        schema_dataset.SchemaDatasetFacetFields(name="id", type="long")])},
+        io_facets={"outputStatistics": output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+            rowCount=3, size=120, fileCount=1)})
+    record = RunRecord(FAIL, T0, JobRef("ns", "job"), new_run_id(), JobType("QUERY", "SQLSERVER", "BATCH"),
+                       parent=APP, inputs=[Dataset("file", "/data/in")], outputs=[out],
+                       run_facets=facets["run"], job_facets=facets["job"])
+    event = event_dict(record)
+    assert_valid_event(event)
+    assert event["job"]["facets"]["jobType"]["jobType"] == "QUERY"
+    assert event["job"]["facets"]["jobType"]["integration"] == "SQLSERVER"
+    assert event["job"]["facets"]["jobType"]["processingType"] == "BATCH"
+    assert event["producer"] == PRODUCER
+    assert {f["_producer"] for f in [*event["run"]["facets"].values(), *event["job"]["facets"].values()]} == \
+        {PRODUCER}
+    assert event["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 3
+    assert event["inputs"] == [{"namespace": "file", "name": "/data/in", "facets": {}}]
+
+
+def test_demo_events_are_valid():
+    for record in demo_records():
+        assert_valid_event(event_dict(record))
+
+
+def test_naive_event_time_is_taken_as_utc():
+    record = RunRecord(START, datetime(2026, 1, 2, 3, 4, 5), JobRef("n", "j"), new_run_id(), SPARK)
+    assert event_dict(record)["eventTime"] == "2026-01-02T03:04:05+00:00"
+
+
+SECRETS_IN_RECORDS = [
+    # (where, a record field holding a secret, the secret)
+    ("sql facet", {"job_facets": {"sql": sql_job.SQLJobFacet(
+        query="CREATE LOGIN etl WITH PASSWORD = 'Tr0ub4dor&3'")}}, "Tr0ub4dor&3"),
+    ("error message", {"run_facets": {"errorMessage": error_message_run.ErrorMessageRunFacet(
+        message="login failed for Server=db;UID=sa;PWD=hunter2;", programmingLanguage="python")}}, "hunter2"),
+    ("dataset namespace", {"inputs": [Dataset("postgres://etl:pa55word@db:5432", "sales.public.orders")]},
+     "pa55word"),
+    ("dataset name", {"outputs": [Dataset("s3://bucket", "AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMI@x/y")]},
+     "AKIAIOSFODNN7EXAMPLE"),
+]
+
+
+@pytest.mark.parametrize("where, fields, secret", SECRETS_IN_RECORDS, ids=[c[0] for c in SECRETS_IN_RECORDS])
+def test_secrets_never_reach_the_event(where, fields, secret):
+    record = RunRecord(START, T0, JobRef("n", "j"), new_run_id(), SPARK, **fields)
+    text = json.dumps(event_dict(record))
+    assert secret not in text
+
+
+def test_run_ids_are_uuid7_and_stable_for_harvested_runs():
+    assert uuid.UUID(new_run_id()).version == 7
+    a = stable_run_id(T0, "sqlserver", "q-1")
+    assert uuid.UUID(a).version == 7
+    assert a == stable_run_id(T0, "sqlserver", "q-1")
+    assert a != stable_run_id(T0, "sqlserver", "q-2")
+    assert a != stable_run_id(T0 + timedelta(milliseconds=1), "sqlserver", "q-1")
+    assert stable_run_id(T0, "a", "bc") != stable_run_id(T0, "ab", "c")  # key parts do not run together
+    later = stable_run_id(T0 + timedelta(hours=1), "sqlserver", "q-1")
+    assert later > a  # time-ordered, as UUIDv7 promises

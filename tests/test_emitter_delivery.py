@@ -107,7 +107,8 @@ def test_replay_command_drains_the_spool():
     for record in records:
         emitter.emit(record)
     emitter.close()
-    argv = ["--conf", "transport.type=http", "--conf", f"transport.url=http://127.0.0.1:{port}", "replay"]
+    argv = [arg for k, v in http_conf(f"http://127.0.0.1:{port}").items() for arg in ("--conf", f"{k}={v}")]
+    argv.append("replay")
     assert emitter_cli(argv) == 1  # still down: exit 1, events kept
     with Backend(port) as backend:
         assert emitter_cli(argv) == 0

@@ -1,13 +1,14 @@
 """openlineage-python transports from the resolved configuration, with unknown keys reported."""
 from __future__ import annotations
 
-import attr
 import dataclasses
 import logging
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import attr
 
 log = logging.getLogger(__name__)
 
@@ -17,11 +18,13 @@ _announced_files: set[str] = set()
 
 
 def _config_fields(config_class: type) -> set[str] | None:
-    if attr.has(config_class):
-        return {f.name for f in attr.fields(config_class)} | {f.alias for f in attr.fields(config_class) if f.alias}
+    """Field names of a transport config class: attrs-based or dataclass-based (openlineage-python mixes both)."""
+    fields: set[str] = set()
     if dataclasses.is_dataclass(config_class):
-        return {f.name for f in dataclasses.fields(config_class)}
-    return None
+        fields |= {f.name for f in dataclasses.fields(config_class)}
+    if attr.has(config_class):
+        fields |= {f.name for f in attr.fields(config_class)} | {f.alias for f in attr.fields(config_class) if f.alias}
+    return fields or None
 
 
 def unknown_transport_keys(transport: Mapping[str, Any]) -> list[str]:

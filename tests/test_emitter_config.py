@@ -97,3 +97,17 @@ def test_unknown_keys_are_warned_about(tmp_path, monkeypatch, caplog):
 def test_unusable_transport_is_a_clear_error():
     with pytest.raises(ValueError, match="cannot build the 'http' OpenLineage transport"):
         Emitter.from_config({"transport.type": "http"})  # no url
+
+
+@pytest.mark.parametrize("case_id, explicit, yml, env, expected, source",
+                         [c for c in CASES if c[4]["type"] != "kafka"], ids=[c[0] for c in CASES if c[4]["type"] != "kafka"])
+def test_valid_configurations_warn_about_nothing(tmp_path, monkeypatch, caplog, case_id, explicit, yml, env,
+                                                 expected, source):
+    if yml is not None:
+        (tmp_path / "openlineage.yml").write_text(yml)
+        monkeypatch.setenv("OPENLINEAGE_CONFIG", str(tmp_path / "openlineage.yml"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with caplog.at_level(logging.WARNING):
+        Emitter.from_config(explicit).close()
+    assert "unknown" not in caplog.text

@@ -1,7 +1,8 @@
 """RunRecord -> OpenLineage RunEvent (openlineage-python ``event_v2``/``facet_v2`` classes) -> redacted JSON dict.
 
 The emitter adds what every event needs and producers must not forget: the ``jobType`` job facet (Marquez
-rejects events without ``jobType.jobType``) and the ``parent`` run facet with ``root`` (spec 1-2-0).
+rejects events without ``jobType.jobType``), the ``parent`` run facet with ``root`` (spec 1-2-0), and
+namespaces Marquez accepts (``safe_namespace``).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from openlineage.client.constants import DEFAULT_PRODUCER
 from openlineage.client.facet_v2 import job_type_job, parent_run
 from openlineage.client.serde import Serde
 
+from emitter.naming import safe_namespace
 from emitter.records import Dataset, RunRecord, RunRef
 from emitter.redact import redact_obj
 
@@ -26,10 +28,10 @@ def parent_facet(parent: RunRef, root: RunRef | None) -> parent_run.ParentRunFac
     root = root or parent
     return parent_run.ParentRunFacet(
         run=parent_run.Run(runId=parent.run_id),
-        job=parent_run.Job(namespace=parent.job.namespace, name=parent.job.name),
+        job=parent_run.Job(namespace=safe_namespace(parent.job.namespace), name=parent.job.name),
         root=parent_run.Root(
             run=parent_run.RootRun(runId=root.run_id),
-            job=parent_run.RootJob(namespace=root.job.namespace, name=root.job.name),
+            job=parent_run.RootJob(namespace=safe_namespace(root.job.namespace), name=root.job.name),
         ),
         producer=PRODUCER,
     )
@@ -42,12 +44,12 @@ def _iso(instant: datetime) -> str:
 
 
 def _input(ds: Dataset) -> event_v2.InputDataset:
-    return event_v2.InputDataset(namespace=ds.namespace, name=ds.name, facets=dict(ds.facets),
+    return event_v2.InputDataset(namespace=safe_namespace(ds.namespace), name=ds.name, facets=dict(ds.facets),
                                  inputFacets=dict(ds.io_facets) or None)
 
 
 def _output(ds: Dataset) -> event_v2.OutputDataset:
-    return event_v2.OutputDataset(namespace=ds.namespace, name=ds.name, facets=dict(ds.facets),
+    return event_v2.OutputDataset(namespace=safe_namespace(ds.namespace), name=ds.name, facets=dict(ds.facets),
                                   outputFacets=dict(ds.io_facets) or None)
 
 
@@ -67,7 +69,7 @@ def build_event(record: RunRecord) -> event_v2.RunEvent:
         eventType=event_v2.RunState(record.event_type),
         eventTime=_iso(record.event_time),
         run=event_v2.Run(runId=record.run_id, facets=run_facets),
-        job=event_v2.Job(namespace=record.job.namespace, name=record.job.name, facets=job_facets),
+        job=event_v2.Job(namespace=safe_namespace(record.job.namespace), name=record.job.name, facets=job_facets),
         inputs=[_input(ds) for ds in record.inputs],
         outputs=[_output(ds) for ds in record.outputs],
         producer=PRODUCER,

@@ -1,0 +1,812 @@
+"""Table-level lineage of SQL text: which tables a statement, or a batch of statements, reads and writes.
+
+`table_lineage()` tokenizes and parses the text with sqlglot's parser for the dialect and walks the syntax
+tree: INSERT/UPDATE/DELETE/MERGE/COPY targets, SELECT ... INTO, CREATE/ALTER/DROP/TRUNCATE targets and T-SQL
+`OUTPUT ... INTO` tables are outputs; every other table reference (FROM, JOIN, subqueries, CTE bodies, USING,
+EXISTS/IN, APPLY, LATERAL, LIKE/CLONE sources) is an input, except CTE names, temp tables (reported apart),
+table variables and table functions. It follows the contract in `shared/sql-lineage-cases/README.md`.
+Per-dialect differences live in `harvesters/sql_dialects.py` as data.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Iterator
+
+import attrs
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.tokens import Token, TokenType
+
+from harvesters.sql_dialects import DIALECTS, DialectRules, rules_for
+
+__all__ = ["MAX_NESTING", "MAX_SQL_BYTES", "TableLineage", "table_lineage"]
+
+# Texts larger than this are refused with a reason instead of parsed: sqlglot's pure-Python tokenizer and
+# parser take 3-10 s per MB of dense SQL (linear), and a harvester must not stall on one generated INSERT.
+MAX_SQL_BYTES = 512 * 1024
+# Deeper parenthesis nesting is refused before parsing: pure-Python sqlglot hits RecursionError far below
+# this anyway, and the compiled sqlglot[c] parser overflows the C stack (segfault) on ~8000 nested
+# FROM-subqueries instead of raising.
+MAX_NESTING = 256
+# sp_executesql inside sp_executesql inside ...: stop unwrapping after this many levels.
+_MAX_DYNAMIC_DEPTH = 4
+
+
+@attrs.frozen
+class TableLineage:
+    """The tables one SQL text reads and writes.
+
+    `inputs`/`outputs` are fully qualified as far as the defaults allow, sorted, and de-duplicated
+    case-insensitively (first spelling kept). `temp_inputs`/`temp_outputs` are the temp tables (`#t`,
+    `##t`, TEMPORARY tables) read before this text created them / written by it, named as written without
+    brackets or quotes, for a caller that follows temp tables across statements. `statement_types` are the
+    kinds of statements in order of first appearance (e.g. ["DELETE", "INSERT"]). `error` is None or a
+    short reason ("unparseable: ...", "unsupported statement: ...", "too large: ...", "empty: ...");
+    the lineage of the statements that could be read is kept even when it is set.
+    """
+
+    inputs: list[str] = attrs.field(factory=list)
+    outputs: list[str] = attrs.field(factory=list)
+    temp_inputs: list[str] = attrs.field(factory=list)
+    temp_outputs: list[str] = attrs.field(factory=list)
+    statement_types: list[str] = attrs.field(factory=list)
+    error: str | None = None
+
+
+def table_lineage(
+    sql: str,
+    dialect: str,
+    default_database: str | None = None,
+    default_schema: str | None = None,
+    *,
+    temp_tables: Iterable[str] = (),
+    max_bytes: int = MAX_SQL_BYTES,
+) -> TableLineage:
+    """Return the tables `sql` reads and writes, as a `TableLineage`. Never raises.
+
+    `dialect` is a sqlglot dialect name, or one of the aliases in `harvesters.sql_dialects` ("ansi" =
+    sqlglot's default dialect, "sparksql", "mssql", ...). `default_database`/`default_schema` qualify
+    unqualified names (T-SQL also assumes schema dbo once a database is known); `USE` statements in the text
+    change them for the rest of it. Defaults are read like identifiers of the dialect: a Snowflake default is
+    upper-cased unless written quoted (`'"Mixed"'`). `temp_tables` names temp objects that earlier
+    statements of the same session created (e.g. Snowflake TEMPORARY tables) so they are reported as temp.
+    Texts over `max_bytes` (UTF-8) are refused with an error.
+    """
+    try:
+        if not isinstance(sql, str):
+            return TableLineage(error=f"empty: no SQL text ({type(sql).__name__})")
+        if not sql.strip():
+            return TableLineage(error="empty: no SQL text")
+        if len(sql) > max_bytes // 4:
+            size = len(sql.encode("utf-8", "replace"))
+            if size > max_bytes:
+                return TableLineage(error=f"too large: {size} bytes > {max_bytes}")
+        rules = rules_for(dialect)
+        analyzer = _Analyzer(rules or DIALECTS["ansi"], default_database, default_schema, temp_tables)
+        if rules is None:
+            analyzer.errors.append(f"unknown dialect: {dialect!r} (read as ansi)")
+        return analyzer.run(sql)
+    except Exception as exc:  # noqa: BLE001 - the one public boundary: log text must never crash a harvester
+        return TableLineage(error=f"internal error: {type(exc).__name__}: {exc}"[:200])
+
+
+class _QuietCommandFallback(logging.Filter):
+    """Drops sqlglot's "Falling back to parsing as a 'Command'" warnings (one per odd statement in a log
+    of thousands); `table_lineage` reports such statements in `.error` instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Falling back to parsing as a 'Command'" not in record.getMessage()
+
+
+_sqlglot_logger = logging.getLogger("sqlglot")
+if not any(isinstance(f, _QuietCommandFallback) for f in _sqlglot_logger.filters):
+    _sqlglot_logger.addFilter(_QuietCommandFallback())
+
+
+@attrs.frozen
+class _Name:
+    display: str  # qualified, case-normalised: what inputs/outputs report
+    key: str  # display.casefold(): identity for de-duplication and "created in this text"
+    written: str  # as written without quotes/brackets: what temp_inputs/temp_outputs report
+    temp: bool
+
+
+# Write modes. CREATE marks the table as created by this text, so later reads of it are not inputs.
+_CREATE, _WRITE, _DROP = "create", "write", "drop"
+
+# Statement classes that never have run-level lineage -> the statement type reported for them.
+_NO_LINEAGE: dict[type[exp.Expr], str] = {
+    exp.Set: "SET",
+    exp.Declare: "DECLARE",
+    exp.Transaction: "BEGIN TRANSACTION",
+    exp.Commit: "COMMIT",
+    exp.Rollback: "ROLLBACK",
+    exp.Describe: "DESCRIBE",
+    exp.Show: "SHOW",
+    exp.Analyze: "ANALYZE",
+    exp.Cache: "CACHE",
+    exp.Uncache: "UNCACHE",
+    exp.Refresh: "REFRESH",
+    exp.Pragma: "PRAGMA",
+    exp.Grant: "GRANT",
+    exp.Revoke: "REVOKE",
+    exp.Comment: "COMMENT",
+    exp.Kill: "KILL",
+}
+# Statements sqlglot keeps as an opaque Command whose first keyword says they have no table lineage.
+_NO_LINEAGE_COMMANDS = frozenset(
+    "ADD BEGIN CALL CHECKPOINT CLOSE COMMIT DBCC DEALLOCATE DECLARE DENY DESC DESCRIBE END EXEC EXECUTE "
+    "EXPLAIN FETCH GET GO GRANT LIST LS MSCK OPEN OPTIMIZE PRINT PUT RAISERROR RECONFIGURE REMOVE RESET "
+    "RETURN REVOKE RM ROLLBACK SAVE SET SHOW THROW UNSET USE VACUUM WAITFOR".split()
+) | {"UPDATE STATISTICS"}
+# Abbreviations reported under their full statement type.
+_KEYWORD_NAMES = {"EXEC": "EXECUTE", "DESC": "DESCRIBE"}
+# CREATE/DROP kinds whose target is a dataset (others: FUNCTION, PROCEDURE, INDEX, SCHEMA, STAGE, ...).
+_DATASET_KINDS = frozenset({"TABLE", "VIEW", "EXTERNAL TABLE", "MATERIALIZED VIEW", "DYNAMIC TABLE"})
+_QUERIES = (exp.Select, exp.SetOperation, exp.Subquery, exp.Values)
+# Subtrees whose tables are not read: foreign-key REFERENCES targets.
+_PRUNE = (exp.Reference,)
+# T-SQL definitions that run to the end of their batch: first keywords -> statement type.
+_DEFINITIONS = {"PROC": "PROCEDURE", "PROCEDURE": "PROCEDURE", "FUNCTION": "FUNCTION", "TRIGGER": "TRIGGER"}
+
+
+class _Analyzer:
+    """Accumulates the lineage of one text, statement by statement."""
+
+    def __init__(
+        self,
+        rules: DialectRules,
+        database: str | None,
+        schema: str | None,
+        temp_tables: Iterable[str],
+    ) -> None:
+        self.rules = rules
+        self.dialect = Dialect.get_or_raise(rules.sqlglot)
+        self.database = self._default(database)
+        self.schema = self._default(schema)
+        self.inputs: dict[str, str] = {}
+        self.outputs: dict[str, str] = {}
+        self.temp_inputs: dict[str, str] = {}
+        self.temp_outputs: dict[str, str] = {}
+        self.created: set[str] = set()
+        self.temp_keys: set[str] = {_strip_quotes(t).casefold() for t in temp_tables}
+        self.types: dict[str, None] = {}
+        self.errors: list[str] = []
+        self.depth = 0
+
+    # ---- driving -------------------------------------------------------------------------------------
+
+    def run(self, sql: str) -> TableLineage:
+        batches = self.rules.batch_separator.split(sql) if self.rules.batch_separator else [sql]
+        for batch in batches:
+            self._batch(batch)
+        errors = list(dict.fromkeys(self.errors))
+        if not errors and not self.types:
+            errors = ["empty: no SQL statement"]
+        error = None
+        if errors:
+            error = errors[0] + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else "")
+        return TableLineage(
+            inputs=_sorted(self.inputs.values()),
+            outputs=_sorted(self.outputs.values()),
+            temp_inputs=_sorted(self.temp_inputs.values()),
+            temp_outputs=_sorted(self.temp_outputs.values()),
+            statement_types=list(self.types),
+            error=error,
+        )
+
+    def _batch(self, text: str) -> None:
+        try:
+            tokens = self.dialect.tokenize(text)
+        except (SqlglotError, RecursionError) as exc:
+            self.errors.append(_reason("unparseable", exc))
+            return
+        if not tokens:
+            return
+        depth = deepest = 0
+        for token in tokens:
+            if token.token_type == TokenType.L_PAREN:
+                depth += 1
+                deepest = max(deepest, depth)
+            elif token.token_type == TokenType.R_PAREN:
+                depth -= 1
+        if deepest > MAX_NESTING:
+            self.errors.append(f"unparseable: nested too deeply ({deepest} levels of parentheses)")
+            return
+        definition = self._definition(tokens)
+        if definition:
+            self.types[definition] = None
+            return
+        spans: list[tuple[int, int]] = []
+        if self.rules.token_fix:
+            tokens, spans = self.rules.token_fix(tokens)
+        for statement in self._parse(tokens, text):
+            self._statement(statement)
+        for start, end in spans:  # T-SQL OUTPUT ... INTO targets cut out by the token fix
+            name = self._name(self._to_table(text[start : end + 1]))
+            if name:
+                self._write(name, _WRITE)
+
+    def _definition(self, tokens: list[Token]) -> str | None:
+        """`CREATE [OR ALTER] PROCEDURE ...` starting a T-SQL batch: its body runs to the batch end."""
+        if not self.rules.definition_runs_to_batch_end:
+            return None
+        words = [t.text.upper() for t in tokens[:4]]
+        if words[:1] not in (["CREATE"], ["ALTER"]):
+            return None
+        rest = words[3:4] if words[1:3] == ["OR", "ALTER"] else words[1:2]
+        kind = _DEFINITIONS.get(rest[0]) if rest else None
+        return f"{words[0]} {kind}" if kind else None
+
+    def _parse(self, tokens: list[Token], text: str) -> list[exp.Expr]:
+        """Parse a batch; on failure, parse its statements one by one: a bad statement costs only itself."""
+        try:
+            return [e for e in self.dialect.parser().parse(tokens, text) if e is not None]
+        except (SqlglotError, RecursionError):
+            pass
+        statements: list[exp.Expr] = []
+        for chunk in _segments(tokens):
+            statements.extend(self._parse_chunk(chunk, text))
+        return statements
+
+    def _parse_chunk(self, chunk: list[Token], text: str) -> list[exp.Expr]:
+        """Parse one `;`-free run of tokens that may hold several statements (T-SQL needs no `;`)."""
+        statements: list[exp.Expr] = []
+        while chunk:
+            try:
+                statements.extend(e for e in self.dialect.parser().parse(chunk, text) if e is not None)
+                return statements
+            except RecursionError:
+                self.errors.append("unparseable: nested too deeply")
+                return statements
+            except ParseError as exc:
+                split = _split_point(chunk, exc, self.dialect)
+                if split:
+                    statements.extend(self._parse_chunk(chunk[:split], text))
+                    chunk = chunk[split:]
+                    continue
+                statements.extend(self._fallback(chunk, text, exc))
+                return statements
+            except SqlglotError as exc:
+                self.errors.append(_reason("unparseable", exc))
+                return statements
+        return statements
+
+    def _fallback(self, chunk: list[Token], text: str, exc: SqlglotError) -> list[exp.Expr]:
+        """Re-read a statement the dialect's parser rejected with the dialect's fallbacks, if any."""
+        keyword = _KEYWORD_NAMES.get(chunk[0].text.upper(), chunk[0].text.upper())
+        if keyword in _NO_LINEAGE_COMMANDS:  # WAITFOR DELAY ..., odd SET options: no lineage either way
+            return [exp.Command(this=keyword)]
+        source = text[chunk[0].start : chunk[-1].end + 1]
+        for name in self.rules.fallbacks:
+            try:
+                return [e for e in Dialect.get_or_raise(name).parse(source) if e is not None]
+            except (SqlglotError, RecursionError):
+                continue
+        self.errors.append(_reason("unparseable", exc))
+        return []
+
+    # ---- statements ----------------------------------------------------------------------------------
+
+    def _statement(self, node: exp.Expr) -> None:
+        handler = _HANDLERS.get(type(node))
+        if handler is None:
+            for cls, candidate in _HANDLERS.items():
+                if isinstance(node, cls):
+                    handler = candidate
+                    break
+        if handler is not None:
+            handler(self, node)
+            return
+        kind = next((v for k, v in _NO_LINEAGE.items() if isinstance(node, k)), None)
+        if kind is None and isinstance(node, exp.Anonymous) and node.name.upper() in _NO_LINEAGE_COMMANDS:
+            kind = node.name.upper()  # T-SQL RAISERROR(...) reads as a bare function call
+        if kind:
+            self.types[kind] = None
+        elif not isinstance(node, (exp.Semicolon, exp.EndStatement)):
+            # Not a statement sqlglot models (often a bare expression from garbage text): no type for it.
+            self.errors.append(f"unsupported statement: {type(node).__name__.upper()}")
+
+    def _lineage(
+        self,
+        kind: str | None,
+        scopes: Iterable[exp.Expr | None],
+        writes: Iterable[tuple[exp.Table | _Name | None, str]] = (),
+        skip: Iterable[exp.Expr | None] = (),
+    ) -> None:
+        """Record a statement of type `kind`: every table under `scopes` except `skip` is read, then
+        `writes` are written."""
+        if kind:
+            self.types[kind] = None
+        skipped = {id(node) for node in skip if node is not None}
+        for scope in scopes:
+            if scope is None:
+                continue
+            for table in _read_tables(scope, skipped, self.rules.cte_self_reference_recursive):
+                name = self._name(table)
+                if name:
+                    self._read(name)
+        for target, mode in writes:
+            name = target if isinstance(target, _Name) or target is None else self._name(target)
+            if name:
+                self._write(name, mode)
+
+    def _query(self, node: exp.Expr) -> None:
+        into = next(node.find_all(exp.Into), None)
+        writes: list[tuple[exp.Table | _Name | None, str]] = []
+        target = into.this if into is not None else None
+        if isinstance(target, exp.Table):
+            name = self._name(target)
+            if name and into.args.get("temporary") and not name.temp:
+                name = self._as_temp(name)
+            writes.append((name, _CREATE))
+        writes.extend(self._table_function_writes(node))
+        self._lineage("SELECT INTO" if into is not None else "SELECT", [node], writes, [target])
+
+    def _insert(self, node: exp.Insert) -> None:
+        target = _unwrap_schema(node.this)
+        mode = _CREATE if node.args.get("overwrite") else _WRITE
+        self._lineage("INSERT", [node], [(target, mode)] if isinstance(target, exp.Table) else [], [target])
+
+    def _update(self, node: exp.Update) -> None:
+        target = node.this
+        candidates = _source_tables(node.args.get("from_"), target)
+        resolved = _resolve_target(target, candidates)
+        self._lineage("UPDATE", [node], [(resolved, _WRITE)], [target, resolved])
+
+    def _delete(self, node: exp.Delete) -> None:
+        targets = node.args.get("tables") or [node.this]
+        candidates = _source_tables(node.this, *(node.args.get("using") or []))
+        resolved = [_resolve_target(t, candidates) for t in targets]
+        self._lineage("DELETE", [node], [(t, _WRITE) for t in resolved], [*targets, *resolved])
+
+    def _merge(self, node: exp.Merge) -> None:
+        self._lineage("MERGE", [node], [(node.this, _WRITE)], [node.this])
+
+    def _create(self, node: exp.Create) -> None:
+        kind = str(node.args.get("kind") or "").upper()
+        target = _unwrap_schema(node.this)
+        if kind not in _DATASET_KINDS or not isinstance(target, exp.Table):
+            self.types[f"CREATE {kind}".strip()] = None
+            return
+        name = self._name(target)
+        properties = node.args.get("properties")
+        if name and properties and any(isinstance(p, exp.TemporaryProperty) for p in properties.expressions):
+            name = self._as_temp(name)
+        # IF NOT EXISTS may leave an existing table (and its rows) in place: not "created by this text".
+        mode = _WRITE if node.args.get("exists") and not node.args.get("replace") else _CREATE
+        self._lineage(f"CREATE {kind}", [node], [(name, mode)], [target])
+
+    def _drop(self, node: exp.Drop) -> None:
+        kind = str(node.args.get("kind") or "").upper()
+        tables = node.args.get("tables") or [node.this]
+        writes = [(t, _DROP) for t in tables] if kind in _DATASET_KINDS else []
+        self._lineage(f"DROP {kind}".strip(), [], writes)
+
+    def _truncate(self, node: exp.TruncateTable) -> None:
+        self._lineage("TRUNCATE", [], [(t, _WRITE) for t in node.expressions])
+
+    def _alter(self, node: exp.Alter) -> None:
+        kind = str(node.args.get("kind") or "").upper()
+        if kind not in _DATASET_KINDS:
+            self.types[f"ALTER {kind}".strip()] = None
+            return
+        renames = [a.this for a in node.args.get("actions") or [] if isinstance(a, exp.AlterRename)]
+        if renames:  # ALTER TABLE a RENAME TO b: b holds a's rows
+            self._lineage(f"ALTER {kind}", [node.this], [(t, _WRITE) for t in renames])
+        else:
+            self._lineage(f"ALTER {kind}", [], [(node.this, _WRITE)])
+
+    def _copy(self, node: exp.Copy) -> None:
+        loading = bool(node.args.get("kind"))  # COPY INTO t FROM ...; False: COPY t TO ...
+        files = list(node.args.get("files") or [])
+        if loading:
+            self._lineage("COPY", files, [(node.this, _WRITE)])
+        else:
+            self._lineage("COPY", [*files, node.this])
+
+    def _load(self, node: exp.LoadData) -> None:
+        mode = _CREATE if node.args.get("overwrite") else _WRITE
+        self._lineage("LOAD DATA", [], [(node.this, mode)])
+
+    def _use(self, node: exp.Use) -> None:
+        self.types["USE"] = None
+        kind = str(node.args.get("kind") or "").upper()
+        table = node.this
+        if kind not in ("", "DATABASE", "SCHEMA", "CATALOG") or not isinstance(table, exp.Table):
+            return  # USE ROLE / WAREHOUSE / SECONDARY ROLES
+        parts = [self._ident(p) for p in table.parts if isinstance(p, exp.Identifier)]
+        if len(parts) >= 2:
+            self.database, self.schema = parts[-2], parts[-1]
+        elif parts and (kind in ("DATABASE", "CATALOG") or not kind and self.rules.use_target == "database"):
+            self.database = parts[0]
+            if self.rules.use_database_resets_schema:
+                self.schema = self.rules.schema_after_use_database
+        elif parts:
+            self.schema = parts[0]
+
+    def _execute(self, node: exp.Execute) -> None:
+        """EXEC proc: unknown body, no lineage. EXEC sp_executesql N'...' / EXEC ('...'): the inner text."""
+        if isinstance(node, exp.ExecuteSql):
+            first = node.expressions[0] if node.expressions else None
+        else:
+            first = node.this.this if isinstance(node.this, exp.Subquery) else None
+        inner = None
+        if isinstance(first, exp.National) or (isinstance(first, exp.Literal) and first.is_string):
+            inner = first.name
+        elif isinstance(first, exp.Table) and isinstance(first.this, exp.Identifier):
+            inner = first.name if len(first.parts) == 1 else None  # sqlglot reads EXEC ('...') as a name
+        if inner is None or self.depth >= _MAX_DYNAMIC_DEPTH:
+            self.types["EXECUTE"] = None
+            return
+        saved = self.database, self.schema  # USE inside dynamic SQL ends with it
+        self.depth += 1
+        try:
+            self._batch(inner)
+        finally:
+            self.depth -= 1
+            self.database, self.schema = saved
+
+    def _block(self, node: exp.Expr) -> None:
+        """IF / WHILE / BEGIN...END: the condition's tables are read, then each inner statement counts."""
+        condition = node.this if isinstance(node, (exp.IfBlock, exp.WhileBlock)) else None
+        if condition is not None:
+            self._lineage(None, [condition])  # typed by the statements inside
+        bodies = [node.args.get(k) for k in ("true", "false", "body")] if condition is not None else [node]
+        for body in bodies:
+            if isinstance(body, exp.Block):
+                for statement in body.expressions:
+                    self._statement(statement)
+            elif isinstance(body, exp.Expr):
+                self._statement(body)
+
+    def _command(self, node: exp.Command) -> None:
+        keyword = str(node.this or "").upper()
+        keyword = _KEYWORD_NAMES.get(keyword, keyword)
+        expression = node.expression
+        text = expression.name if isinstance(expression, exp.Literal) else str(expression or "")
+        if keyword == "ALTER":
+            self._alter_command(text)
+        elif keyword in _NO_LINEAGE_COMMANDS or keyword.split(" ")[0] in _NO_LINEAGE_COMMANDS:
+            self.types[keyword] = None
+        elif keyword == "CREATE" and _first_words(text) & {"FUNCTION", "PROCEDURE", "PROC", "ROLE", "USER"}:
+            self.types["CREATE"] = None
+        else:
+            self.types[keyword] = None
+            self.errors.append(f"unsupported statement: {keyword}")
+
+    def _alter_command(self, text: str) -> None:
+        """ALTER TABLE t <clause sqlglot does not model>: t is written; EXCHANGE ... WITH TABLE s reads s."""
+        try:
+            tokens = self.dialect.tokenize(text)
+        except SqlglotError:
+            tokens = []
+        if not tokens or tokens[0].token_type != TokenType.TABLE:
+            self.types["ALTER"] = None
+            return
+        start = 1
+        while start < len(tokens) and tokens[start].text.upper() in ("IF", "EXISTS", "ONLY"):
+            start += 1
+        target = self._name(self._to_table(_name_text(tokens, start, text)))
+        source = None
+        for i in range(start, len(tokens) - 2):
+            if tokens[i].token_type == TokenType.WITH and tokens[i + 1].token_type == TokenType.TABLE:
+                source = self._name(self._to_table(_name_text(tokens, i + 2, text)))
+        self._lineage("ALTER TABLE", [], [(target, _WRITE)])
+        if source:
+            self._read(source)
+
+    def _table_function_writes(self, node: exp.Expr) -> list[tuple[exp.Table | _Name | None, str]]:
+        """Dialect functions that move rows between tables named by string arguments (DialectRules)."""
+        writes: list[tuple[exp.Table | _Name | None, str]] = []
+        if not self.rules.table_functions:
+            return writes
+        for call in node.find_all(exp.Anonymous):
+            spec = self.rules.table_functions.get(str(call.this).upper())
+            if not spec:
+                continue
+            args = call.expressions
+            for positions, is_input in ((spec[0], True), (spec[1], False)):
+                for position in positions:
+                    arg = args[position] if position < len(args) else None
+                    if isinstance(arg, exp.Literal) and arg.is_string:
+                        name = self._name(self._to_table(arg.name))
+                        if name and is_input:
+                            self._read(name)
+                        elif name:
+                            writes.append((name, _WRITE))
+        return writes
+
+    # ---- names ---------------------------------------------------------------------------------------
+
+    def _read(self, name: _Name) -> None:
+        if name.key in self.created:
+            return  # the text made this table itself: reading it is not an input
+        if name.temp:
+            self.temp_inputs.setdefault(name.key, name.written)
+        else:
+            self.inputs.setdefault(name.key, name.display)
+
+    def _write(self, name: _Name, mode: str) -> None:
+        if name.temp:
+            if mode != _DROP:
+                self.temp_outputs.setdefault(name.key, name.written)
+        else:
+            self.outputs.setdefault(name.key, name.display)
+        if mode == _CREATE:
+            self.created.add(name.key)
+
+    def _as_temp(self, name: _Name) -> _Name:
+        """A name declared TEMPORARY by this text: later references to it are temp too."""
+        self.temp_keys.update((name.key, name.written.casefold()))
+        return attrs.evolve(name, temp=True)
+
+    def _to_table(self, text: str) -> exp.Table | None:
+        try:
+            return exp.to_table(text, dialect=self.dialect)
+        except (SqlglotError, RecursionError, ValueError):
+            return None
+
+    def _name(self, table: exp.Expr | None) -> _Name | None:
+        """The dataset name of a table reference, or None for table functions, variables and stages."""
+        if not isinstance(table, exp.Table):
+            return None
+        if isinstance(table.this, exp.DynamicIdentifier):  # Snowflake IDENTIFIER('db.schema.t')
+            literal = table.this.this
+            if not (isinstance(literal, exp.Literal) and literal.is_string):
+                return None
+            resolved = self._to_table(literal.name)
+            if resolved is None or isinstance(resolved.this, exp.DynamicIdentifier):
+                return None
+            table = resolved
+        elif not isinstance(table.this, (exp.Identifier, exp.Dot)):
+            return None
+        parts = table.parts
+        if not parts or not all(isinstance(p, exp.Identifier) for p in parts):
+            return None
+        if table.args.get("catalog") and not table.args.get("db"):  # `db..t`: the schema part is empty
+            parts = [*parts[:-1], exp.Identifier(this=""), parts[-1]]
+        last = parts[-1]
+        prefix = "##" if last.args.get("global_") else "#" if last.args.get("temporary") else ""
+        if prefix:  # T-SQL #t / ##t: session-scoped, never qualified
+            written = prefix + last.name
+            return _Name(written, written.casefold(), written, True)
+        texts = [self._ident(p) for p in parts]
+        written = ".".join(p.name for p in parts)
+        display = ".".join(self._qualify(texts))
+        key = display.casefold()
+        temp = key in self.temp_keys or written.casefold() in self.temp_keys
+        return _Name(display, key, written, temp)
+
+    def _ident(self, identifier: exp.Identifier) -> str:
+        text = identifier.name
+        if identifier.args.get("quoted") or self.rules.case == "as_written":
+            return text
+        return text.upper() if self.rules.case == "upper" else text.lower()
+
+    def _qualify(self, parts: list[str]) -> list[str]:
+        if len(parts) >= 3 and parts[-2] == "":  # db..t
+            parts = [*parts[:-2], self.rules.empty_schema or self.schema or "", parts[-1]]
+        if len(parts) == 1:
+            schema = self.schema or (self.rules.implicit_schema if self.database else None)
+            if schema:
+                parts = [schema, *parts]
+        if len(parts) == 2 and self.database:
+            parts = [self.database, *parts]
+        return parts
+
+    def _default(self, value: str | None) -> str | None:
+        """A default database/schema, read like an identifier of the dialect (quotes keep it exact)."""
+        if not value or not value.strip():
+            return None
+        value = value.strip()
+        stripped = _strip_quotes(value)
+        if stripped != value or self.rules.case == "as_written":
+            return stripped
+        return value.upper() if self.rules.case == "upper" else value.lower()
+
+
+_HANDLERS: dict[type[exp.Expr], Callable[[_Analyzer, exp.Expr], None]] = {
+    exp.Select: _Analyzer._query,
+    exp.SetOperation: _Analyzer._query,
+    exp.Subquery: _Analyzer._query,
+    exp.Values: _Analyzer._query,
+    exp.Insert: _Analyzer._insert,
+    exp.Update: _Analyzer._update,
+    exp.Delete: _Analyzer._delete,
+    exp.Merge: _Analyzer._merge,
+    exp.Create: _Analyzer._create,
+    exp.Drop: _Analyzer._drop,
+    exp.TruncateTable: _Analyzer._truncate,
+    exp.Alter: _Analyzer._alter,
+    exp.Copy: _Analyzer._copy,
+    exp.LoadData: _Analyzer._load,
+    exp.Use: _Analyzer._use,
+    exp.Execute: _Analyzer._execute,
+    exp.IfBlock: _Analyzer._block,
+    exp.WhileBlock: _Analyzer._block,
+    exp.Block: _Analyzer._block,
+    exp.Command: _Analyzer._command,
+}  # type: ignore[dict-item]
+
+
+def _read_tables(scope: exp.Expr, skipped: set[int], cte_self_recursive: bool) -> Iterator[exp.Table]:
+    """Table references under `scope` that are reads: not skipped, not CTE names."""
+    tables: list[exp.Table] = []
+    cte_names: set[str] = set()
+    for node in scope.walk(prune=lambda n: isinstance(n, _PRUNE)):
+        if isinstance(node, exp.Table):
+            if id(node) not in skipped:
+                tables.append(node)
+        elif isinstance(node, exp.CTE):
+            cte_names.add(node.alias.casefold())
+    for table in tables:
+        if (
+            cte_names
+            and not table.args.get("db")
+            and not table.args.get("catalog")
+            and table.name.casefold() in cte_names
+            and _is_cte_reference(table, table.name.casefold(), cte_self_recursive)
+        ):
+            continue
+        yield table
+
+
+def _is_cte_reference(table: exp.Table, name: str, self_recursive: bool) -> bool:
+    """Whether an unqualified table reference names a CTE visible where it stands."""
+    child: exp.Expr = table
+    node = table.parent
+    while node is not None:
+        if isinstance(node, exp.With):
+            # Inside a WITH only earlier CTEs are visible, and a CTE's own name only if it may recurse.
+            recursive = self_recursive or bool(node.args.get("recursive"))
+            for cte in node.expressions:
+                if cte is child:
+                    if recursive and cte.alias.casefold() == name:
+                        return True
+                    break
+                if cte.alias.casefold() == name:
+                    return True
+        else:
+            with_ = node.args.get("with_")
+            if isinstance(with_, exp.With) and with_ is not child:
+                if any(cte.alias.casefold() == name for cte in with_.expressions):
+                    return True
+        child, node = node, node.parent
+    return False
+
+
+def _source_tables(*roots: exp.Expr | None) -> list[exp.Table]:
+    """Tables of FROM/JOIN/USING lists (not inside subqueries): where an UPDATE/DELETE alias points."""
+    found: list[exp.Table] = []
+    for root in roots:
+        if root is None:
+            continue
+        for node in root.walk(prune=lambda n: isinstance(n, (exp.Subquery, exp.Query)) and n is not root):
+            if isinstance(node, exp.Table):
+                found.append(node)
+    return found
+
+
+def _resolve_target(target: exp.Expr, candidates: list[exp.Table]) -> exp.Expr:
+    """`UPDATE t ... FROM x AS t` / `DELETE t FROM x AS t`: the target is the table aliased t; in
+    `UPDATE dbo.t ... FROM dbo.t JOIN ...` the unaliased FROM entry of the same name is the target itself."""
+    if not isinstance(target, exp.Table) or target.args.get("alias"):
+        return target
+    if not target.args.get("db"):
+        name = target.name.casefold()
+        for candidate in candidates:
+            if candidate is not target and candidate.alias and candidate.alias.casefold() == name:
+                return candidate
+    parts = _parts_key(target)
+    for candidate in candidates:
+        if candidate is not target and not candidate.alias and _parts_key(candidate) == parts:
+            return candidate
+    return target
+
+
+def _parts_key(table: exp.Table) -> tuple[str, ...]:
+    return tuple(p.name.casefold() for p in table.parts)
+
+
+# Keywords that always start a new statement at depth 0 unless one of _CONTINUES precedes them (MERGE ...
+# THEN INSERT, ON DELETE CASCADE, FOR UPDATE, GRANT INSERT, UPDATE ON ...). SELECT/WITH/SET/DROP/ALTER
+# also continue statements (INSERT ... SELECT, UPDATE t SET, ALTER TABLE t DROP ...), so they are not here.
+_STARTS = frozenset({
+    TokenType.INSERT, TokenType.UPDATE, TokenType.DELETE, TokenType.MERGE, TokenType.TRUNCATE,
+    TokenType.DECLARE, TokenType.EXECUTE, TokenType.USE, TokenType.CREATE,
+})
+_CONTINUES = frozenset({
+    TokenType.THEN, TokenType.ON, TokenType.FOR, TokenType.COMMA, TokenType.GRANT, TokenType.REVOKE,
+    TokenType.L_PAREN, TokenType.DOT, TokenType.OR,
+})
+_CONTINUE_WORDS = frozenset({"KEY", "INSTEAD", "AFTER", "OF"})  # ON DUPLICATE KEY UPDATE, INSTEAD OF INSERT
+
+
+def _segments(tokens: list[Token]) -> Iterator[list[Token]]:
+    """Split a batch that failed to parse into likely statements: at `;` and at depth-0 keywords that
+    always open a statement. Parsing each piece on its own keeps one bad statement from costing the
+    others, and keeps the work linear for long T-SQL texts without `;`."""
+    chunk: list[Token] = []
+    depth = 0
+    for token in tokens:
+        kind = token.token_type
+        if kind == TokenType.SEMICOLON:
+            if chunk:
+                yield chunk
+            chunk, depth = [], 0
+            continue
+        if (
+            depth == 0
+            and chunk
+            and kind in _STARTS
+            and chunk[-1].token_type not in _CONTINUES
+            and chunk[-1].text.upper() not in _CONTINUE_WORDS
+        ):
+            yield chunk
+            chunk = []
+        if kind == TokenType.L_PAREN:
+            depth += 1
+        elif kind == TokenType.R_PAREN:
+            depth = max(depth - 1, 0)
+        chunk.append(token)
+    if chunk:
+        yield chunk
+
+
+def _split_point(chunk: list[Token], exc: ParseError, dialect: Dialect) -> int:
+    """Index where a second statement starts, when the parse failed right there (T-SQL needs no `;`)."""
+    if not exc.errors:
+        return 0
+    line, col = exc.errors[0].get("line"), exc.errors[0].get("col")
+    starters = dialect.parser_class.STATEMENT_PARSERS.keys() | {TokenType.SELECT, TokenType.WITH}
+    depth = 0
+    for index, token in enumerate(chunk):
+        if token.line == line and token.col == col:
+            return index if index > 0 and depth == 0 and token.token_type in starters else 0
+        if token.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif token.token_type == TokenType.R_PAREN:
+            depth -= 1
+    return 0
+
+
+def _unwrap_schema(node: exp.Expr | None) -> exp.Expr | None:
+    """`INSERT INTO t (a, b)` / `CREATE TABLE t (a int)`: the table inside the column list."""
+    return node.this if isinstance(node, exp.Schema) else node
+
+
+def _name_text(tokens: list[Token], start: int, text: str) -> str:
+    """Source text of the dotted name starting at token `start`."""
+    end = start
+    while end + 2 < len(tokens) and tokens[end + 1].token_type == TokenType.DOT:
+        end += 2
+    if start >= len(tokens):
+        return ""
+    return text[tokens[start].start : tokens[end].end + 1]
+
+
+def _first_words(text: str) -> set[str]:
+    return {w.upper() for w in text.split()[:4]}
+
+
+def _strip_quotes(name: str) -> str:
+    return ".".join(part.strip('"[]`') for part in name.split("."))
+
+
+_TOKEN_REPR = re.compile(r"<Token token_type: TokenType\.\w+, text: (.*?), line: .*?>")
+_CLASS_REPR = re.compile(r"<class '(?:\w+\.)*(\w+)'>")
+
+
+def _reason(prefix: str, exc: BaseException) -> str:
+    """A short, one-line reason from a sqlglot error (token and class reprs shortened)."""
+    detail = (getattr(exc, "errors", None) or [{}])[0].get("description") or str(exc)
+    detail = _CLASS_REPR.sub(r"\1", _TOKEN_REPR.sub(r"'\1'", detail.splitlines()[0] if detail else ""))
+    return f"{prefix}: {detail[:120]}" if detail else prefix
+
+
+def _sorted(names: Iterable[str]) -> list[str]:
+    return sorted(names)

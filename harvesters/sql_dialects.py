@@ -1,0 +1,139 @@
+"""Per-dialect rules for `harvesters.sql.table_lineage`, kept as data.
+
+Everything that differs between SQL dialects (which sqlglot parser reads the text, how identifiers are
+case-normalised, what `db..t` means, what `USE x` changes, how batches are separated) is a field of
+`DialectRules`; the lineage code reads these fields and never branches on a dialect's name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Literal
+
+import attrs
+from sqlglot.tokens import Token
+
+from harvesters.sql_tsql import fix_tokens as _tsql_fix_tokens
+
+CaseRule = Literal["upper", "lower", "as_written"]
+# Rewrites a batch's tokens before parsing; returns the tokens and the source spans of extra write
+# targets it cut out (T-SQL `OUTPUT ... INTO t`).
+TokenFix = Callable[[list[Token]], tuple[list[Token], list[tuple[int, int]]]]
+UseTarget = Literal["database", "schema"]
+
+
+@attrs.frozen
+class DialectRules:
+    """How one dialect names tables and scopes a text (see the table `DIALECTS` below)."""
+
+    name: str
+    # sqlglot dialect that parses the text ("" = sqlglot's default, ANSI-ish dialect).
+    sqlglot: str
+    # What unquoted identifiers are normalised to in returned names (quoted ones are always kept exactly).
+    case: CaseRule = "as_written"
+    # Schema meant by an empty schema part, `db..t` (T-SQL: the dbo schema; Snowflake: always PUBLIC).
+    empty_schema: str | None = None
+    # Schema assumed for an unqualified name when only the database is known (T-SQL resolves to dbo).
+    implicit_schema: str | None = None
+    # Which default a bare `USE x` changes: three-level dialects switch the database, two-level ones the
+    # schema (MySQL/Hive/Spark "databases" sit directly above tables).
+    use_target: UseTarget = "schema"
+    # Schema that becomes current after `USE DATABASE x` (Snowflake switches to PUBLIC); None keeps it.
+    schema_after_use_database: str | None = None
+    # Whether `USE DATABASE x` forgets the current schema (it belonged to the old database).
+    use_database_resets_schema: bool = False
+    # Client-side batch separator on a line of its own (sqlcmd/SSMS `GO [count]`); None = no batches.
+    batch_separator: re.Pattern[str] | None = None
+    # T-SQL: CREATE/ALTER PROCEDURE|FUNCTION|TRIGGER bodies run to the end of the batch, so a batch
+    # starting with one of these is a definition, not run-level lineage.
+    definition_runs_to_batch_end: bool = False
+    # Whether a CTE's own name inside its body means the CTE (T-SQL CTEs recurse without RECURSIVE);
+    # elsewhere it means the real table unless the WITH is RECURSIVE.
+    cte_self_reference_recursive: bool = False
+    # Token rewrite for grammar sqlglot's parser of this dialect lacks (see harvesters/sql_tsql.py).
+    token_fix: TokenFix | None = None
+    # Dialects tried, in order, when this dialect's parser rejects a statement (logs hold SQL that is
+    # valid for the server but outside sqlglot's grammar for it).
+    fallbacks: tuple[str, ...] = ()
+    # Functions that move data between tables named by string arguments: upper name -> (input
+    # argument positions, output argument positions).
+    table_functions: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = attrs.field(factory=dict)
+
+
+_GO = re.compile(r"^[ \t]*GO(?:[ \t]+\d+)?[ \t\r]*(?:--[^\n]*)?$", re.IGNORECASE | re.MULTILINE)
+
+_TSQL = dict(
+    sqlglot="tsql",
+    empty_schema="dbo",
+    implicit_schema="dbo",
+    use_target="database",
+    batch_separator=_GO,
+    definition_runs_to_batch_end=True,
+    token_fix=_tsql_fix_tokens,
+    cte_self_reference_recursive=True,
+)
+
+# Dialect name (as the caller and cases.jsonl spell it) -> rules.
+DIALECTS: dict[str, DialectRules] = {
+    "ansi": DialectRules("ansi", sqlglot=""),
+    "tsql": DialectRules("tsql", **_TSQL),
+    "fabric": DialectRules("fabric", **{**_TSQL, "sqlglot": "fabric"}),
+    "snowflake": DialectRules(
+        "snowflake",
+        sqlglot="snowflake",
+        case="upper",
+        empty_schema="PUBLIC",
+        use_target="database",
+        schema_after_use_database="PUBLIC",
+        use_database_resets_schema=True,
+    ),
+    "postgres": DialectRules("postgres", sqlglot="postgres"),
+    # Redshift SQL written by SQL Server-minded tools uses [bracketed] names, which only tsql reads.
+    "redshift": DialectRules("redshift", sqlglot="redshift", fallbacks=("tsql",)),
+    "vertica": DialectRules(
+        "vertica",
+        sqlglot="postgres",
+        # SELECT SWAP_PARTITIONS_BETWEEN_TABLES('staging', min, max, 'target') moves staging -> target.
+        table_functions={"SWAP_PARTITIONS_BETWEEN_TABLES": ((0,), (3,))},
+    ),
+    "sparksql": DialectRules("sparksql", sqlglot="spark"),
+    "spark": DialectRules("spark", sqlglot="spark"),
+    "spark2": DialectRules("spark2", sqlglot="spark2"),
+    "databricks": DialectRules("databricks", sqlglot="databricks", use_target="schema"),
+    "hive": DialectRules("hive", sqlglot="hive"),
+    "mysql": DialectRules("mysql", sqlglot="mysql"),
+    "bigquery": DialectRules("bigquery", sqlglot="bigquery", use_target="schema"),
+}
+
+# Every other sqlglot dialect, with generic rules (names as written, qualified with whatever is given).
+_GENERIC = (
+    "athena", "clickhouse", "doris", "dremio", "drill", "druid", "duckdb", "dune", "exasol",
+    "materialize", "oracle", "presto", "risingwave", "singlestore", "sqlite", "starrocks", "teradata",
+    "trino",
+)
+for _name in _GENERIC:
+    DIALECTS.setdefault(_name, DialectRules(_name, sqlglot=_name))
+
+# Other spellings callers use for the same dialects.
+ALIASES: dict[str, str] = {
+    "": "ansi",
+    "sql": "ansi",
+    "generic": "ansi",
+    "mssql": "tsql",
+    "sqlserver": "tsql",
+    "sql_server": "tsql",
+    "azuresql": "tsql",
+    "synapse": "tsql",
+    "postgresql": "postgres",
+    "psql": "postgres",
+    "spark_sql": "sparksql",
+    "mariadb": "mysql",
+    "bq": "bigquery",
+}
+
+
+def rules_for(dialect: str | None) -> DialectRules | None:
+    """The rules for a dialect name (case-insensitive, aliases accepted), or None if unknown."""
+    key = (dialect or "").strip().lower()
+    return DIALECTS.get(ALIASES.get(key, key))

@@ -1,0 +1,1 @@
+"""Cron-run readers of SQL logs (SQL Server Extended Events, Snowflake query history) that emit lineage."""

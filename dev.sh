@@ -41,7 +41,9 @@ fi
 stamp=.venv/.setup-stamp
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+  echo "dev.sh: installing the package and its dependencies into .venv (log: .venv/pip-install.log)" >&2
+  .venv/bin/python -m pip install --disable-pip-version-check -e '.[test]' > .venv/pip-install.log 2>&1 ||
+    { tail -n 30 .venv/pip-install.log >&2; die "pip install failed (full log: .venv/pip-install.log)"; }
   echo "$want" > "$stamp"
 fi
 

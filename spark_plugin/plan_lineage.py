@@ -1,0 +1,248 @@
+"""One Spark action's lineage: job name part, input/output datasets, SQL text, processing type.
+
+:func:`action_lineage` reads the ``QueryExecution`` a ``QueryExecutionListener`` receives and returns
+what the JVM OpenLineage integration would put in that action's events, or None for the actions it
+does not emit. Cost: one ``toJSON()`` of the optimized plan plus a few targeted py4j calls per
+relation and per output (each ~40 us), never a node-by-node walk.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+from py4j.protocol import Py4JJavaError
+from openlineage.client.facet_v2 import (
+    datasource_dataset,
+    lifecycle_state_change_dataset,
+    output_statistics_output_dataset,
+    symlinks_dataset,
+)
+
+from emitter import naming
+from emitter.records import Dataset
+from spark_plugin import plan_tree
+from spark_plugin.plan_datasets import (
+    INPUT_HANDLERS,
+    OUTPUT_HANDLERS,
+    TARGET_FIELDS,
+    PlanContext,
+    RawDataset,
+)
+from spark_plugin.plan_tree import PlanNode
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ActionLineage", "action_lineage"]
+
+#: Optimized-plan roots the JVM integration does not emit (its ``SparkNodesFilter`` and
+#: ``CreateViewFilter``): pure reads (``count()`` is an Aggregate, ``toPandas``/``show`` of a
+#: projection a Project) and catalog bookkeeping. Project is kept for streaming plans (a
+#: foreachBatch sink's plan starts with one and carries the stream's input).
+FILTERED_ROOTS: frozenset[str] = frozenset(
+    {
+        "org.apache.spark.sql.catalyst.plans.logical.ShowTables",
+        "org.apache.spark.sql.catalyst.plans.logical.CreateNamespace",
+        "org.apache.spark.sql.catalyst.plans.logical.SetCatalogAndNamespace",
+        "org.apache.spark.sql.catalyst.plans.logical.Project",
+        "org.apache.spark.sql.catalyst.plans.logical.Aggregate",
+        "org.apache.spark.sql.catalyst.plans.logical.Repartition",
+        "org.apache.spark.sql.execution.command.CreateDatabaseCommand",
+        "org.apache.spark.sql.execution.command.RefreshTableCommand",
+        "org.apache.spark.sql.catalyst.plans.logical.LocalRelation",
+        "org.apache.spark.sql.execution.command.CreateViewCommand",
+    }
+)
+_KEPT_WHEN_STREAMING = frozenset({"org.apache.spark.sql.catalyst.plans.logical.Project"})
+
+#: Spark SQL metric name -> outputStatistics field (BasicWriteJobStatsTracker's metrics).
+_STAT_METRICS: tuple[tuple[str, str], ...] = (
+    ("numOutputRows", "rowCount"),
+    ("numOutputBytes", "size"),
+    ("numFiles", "fileCount"),
+)
+
+_CONF = "spark.openlineage."
+
+
+@attrs.frozen
+class ActionLineage:
+    """What one Spark action contributes to its OpenLineage events."""
+
+    #: normalized executed-plan root node name (``execute_insert_into_hadoop_fs_relation_command``)
+    command: str
+    #: ``{command}.{table}`` or ``{command}``; the action job name is ``{app}.{job_suffix}``
+    job_suffix: str
+    inputs: tuple[Dataset, ...]
+    outputs: tuple[Dataset, ...]
+    #: SQL text when the action came from ``spark.sql(...)``
+    sql: str | None
+    processing_type: str  # BATCH or STREAMING
+
+
+def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "") -> ActionLineage | None:
+    """Lineage of the action behind ``qe`` (a py4j ``QueryExecution``), or None if the JVM
+    integration would not emit it (see :data:`FILTERED_ROOTS`).
+
+    ``spark_conf`` is the flat Spark conf; read here: ``spark.openlineage.jobName.appendDatasetName``,
+    ``jobName.replaceDotWithUnderscore``, ``dataset.removePath.pattern``, ``facets.<name>.disabled``.
+    A relation or command whose details cannot be read is logged and skipped; py4j errors on the
+    plan itself (a dead JVM) propagate.
+    """
+    jplan = qe.optimizedPlan()
+    try:
+        root = plan_tree.parse_plan(jplan)
+    except Py4JJavaError:  # a node Spark cannot serialize: name the action, report no datasets
+        log.warning("cannot serialize the plan of %s", func_name or "an action", exc_info=True)
+        root = PlanNode(jplan.getClass().getName(), {}, (), (), ())
+    nodes = list(plan_tree.walk(root))
+    streaming = any(n.fields.get("isStreaming") is True for n in nodes)
+    if root.cls in FILTERED_ROOTS and not (streaming and root.cls in _KEPT_WHEN_STREAMING):
+        return None
+
+    ctx = PlanContext(qe, root, jplan, spark_conf)
+    command = _command_name(qe)
+    if _flag(spark_conf, "jobName.replaceDotWithUnderscore", False):
+        command = command.replace(".", "_")
+
+    outputs = _safe(OUTPUT_HANDLERS.get(root.name), ctx, root) if root.name in OUTPUT_HANDLERS else []
+    inputs: list[RawDataset] = []
+    for node in _input_nodes(root):
+        inputs.extend(_safe(INPUT_HANDLERS[node.name], ctx, node))
+
+    suffix = next((o.suffix for o in outputs if o.suffix), None)
+    job_suffix = command
+    if suffix and _flag(spark_conf, "jobName.appendDatasetName", True):
+        job_suffix = f"{command}.{suffix.replace('.', '_')}"
+
+    stats = _output_statistics(qe) if outputs else None
+    facets = _FacetBuilder(spark_conf)
+    return ActionLineage(
+        command=command,
+        job_suffix=job_suffix,
+        inputs=tuple(facets.dataset(r) for r in _dedupe(inputs)),
+        outputs=tuple(
+            facets.dataset(r, stats if i == 0 else None) for i, r in enumerate(_dedupe(outputs))
+        ),
+        sql=_sql_text(qe, root),
+        processing_type="STREAMING" if streaming else "BATCH",
+    )
+
+
+def _input_nodes(root: PlanNode) -> list[PlanNode]:
+    """Relations anywhere in the plan (children and nested trees), except a write command's target."""
+    skip = TARGET_FIELDS.get(root.name, frozenset())
+    depth = len(root.path)
+    trees = [root] if not skip else [*root.children, *(t for t in root.nested if t.path[depth][1] not in skip)]
+    return [node for tree in trees for node in plan_tree.walk(tree) if node.name in INPUT_HANDLERS]
+
+
+def _safe(handler: Any, ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
+    try:
+        return list(handler(ctx, node))
+    except Exception:  # one unreadable relation must not lose the action's other datasets
+        log.warning("cannot read the datasets of %s", node.cls, exc_info=True)
+        return []
+
+
+def _dedupe(raws: list[RawDataset]) -> list[RawDataset]:
+    seen: dict[tuple[str, str], RawDataset] = {}
+    for raw in raws:
+        seen.setdefault((raw.namespace, raw.name), raw)
+    return list(seen.values())
+
+
+def _command_name(qe: Any) -> str:
+    """Normalized executed-plan root name; WholeStageCodegen is unwrapped (the JVM's JobNameBuilder)."""
+    plan = qe.executedPlan()
+    name = plan.nodeName()
+    if name.startswith("WholeStageCodegen"):
+        name = plan.child().nodeName()
+    return naming.normalize_name(name)
+
+
+def _sql_text(qe: Any, root: PlanNode) -> str | None:
+    """The text given to ``spark.sql``: Spark's parser records it in the origin of the nodes it
+    builds. A command the analyzer rebuilt (V1 CTAS) lost it on its root but keeps it on its query."""
+    try:
+        logical = qe.logical()
+        text = logical.origin().sqlText()
+        if text.isEmpty() and "query" in root.fields:
+            text = logical.query().origin().sqlText()
+        return text.get() if text.isDefined() else None
+    except Exception:  # Spark without origins (< 3.4), or a command without a query accessor
+        return None
+
+
+def _output_statistics(qe: Any) -> dict[str, int] | None:
+    """rowCount/size/fileCount from the write node's SQL metrics (absent for non-writes)."""
+    try:
+        metrics = qe.executedPlan().metrics()
+        stats = {}
+        for metric, field in _STAT_METRICS:
+            value = metrics.get(metric)
+            if value.isDefined():
+                stats[field] = int(value.get().value())
+        return stats or None
+    except Exception:
+        return None
+
+
+def _flag(conf: Mapping[str, str], key: str, default: bool) -> bool:
+    value = conf.get(_CONF + key)
+    return default if value is None else str(value).strip().lower() == "true"
+
+
+def _java_regex(pattern: str) -> re.Pattern[str]:
+    # Java named groups (?<name>...) -> Python (?P<name>...); lookbehinds (?<= (?<! untouched
+    return re.compile(re.sub(r"\(\?<(?=[A-Za-z])", "(?P<", pattern))
+
+
+class _FacetBuilder:
+    """RawDataset -> emitter Dataset with facet_v2 facets, honouring disabled facets and removePath."""
+
+    def __init__(self, conf: Mapping[str, str]) -> None:
+        self._conf = conf
+        disabled = conf.get(_CONF + "facets.disabled", "")
+        self._disabled = {f.strip() for f in disabled.strip("[]").split(";") if f.strip()}
+        pattern = conf.get(_CONF + "dataset.removePath.pattern")
+        self._remove = _java_regex(pattern) if pattern else None
+
+    def enabled(self, facet: str) -> bool:
+        return facet not in self._disabled and not _flag(self._conf, f"facets.{facet}.disabled", False)
+
+    def _name(self, name: str) -> str:
+        # the JVM's RemovePathPatternUtils: cut the "remove" group of the first match
+        if self._remove is None:
+            return name
+        m = self._remove.search(name)
+        if m is None or "remove" not in m.re.groupindex or not m.group("remove"):
+            return name
+        return name[: m.start("remove")] + name[m.end("remove") :]
+
+    def dataset(self, raw: RawDataset, stats: dict[str, int] | None = None) -> Dataset:
+        facets: dict[str, Any] = {}
+        if self.enabled("dataSource"):
+            facets["dataSource"] = datasource_dataset.DatasourceDatasetFacet(name=raw.namespace, uri=raw.namespace)
+        if raw.schema is not None and self.enabled("schema"):
+            facets["schema"] = raw.schema
+        if raw.symlink is not None and self.enabled("symlinks"):
+            facets["symlinks"] = symlinks_dataset.SymlinksDatasetFacet(
+                identifiers=[symlinks_dataset.Identifier(namespace=raw.symlink[0], name=raw.symlink[1], type="TABLE")]
+            )
+        if raw.lifecycle is not None and self.enabled("lifecycleStateChange"):
+            previous = None
+            if raw.previous is not None:
+                previous = lifecycle_state_change_dataset.PreviousIdentifier(
+                    name=raw.previous[1], namespace=raw.previous[0]
+                )
+            facets["lifecycleStateChange"] = lifecycle_state_change_dataset.LifecycleStateChangeDatasetFacet(
+                lifecycleStateChange=lifecycle_state_change_dataset.LifecycleStateChange(raw.lifecycle),
+                previousIdentifier=previous,
+            )
+        io_facets: dict[str, Any] = {}
+        if stats and self.enabled("outputStatistics"):
+            io_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(**stats)
+        return Dataset(raw.namespace, self._name(raw.name), facets=facets, io_facets=io_facets)

@@ -1,0 +1,345 @@
+"""action_lineage against real local-mode Spark: one table of scenarios, exact datasets and job names.
+
+Each case runs ``setup`` (not captured), then ``action`` under a real ``QueryExecutionListener``;
+``jobs`` lists the ``job_suffix`` of every action Spark reported for it (None = not emitted, as the
+JVM integration filters it), and the datasets/SQL are those of the last one. Placeholders:
+``{tmp}`` per-test dir, ``{wh}`` the session warehouse, ``{id}`` the case id (unique table names),
+``{url}`` a per-test Derby database, ``{cat}`` a per-test V2 JDBC catalog over it.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, NamedTuple
+
+import pytest
+
+from spark_plugin.plan_lineage import action_lineage
+
+DERBY = {"driver": "org.apache.derby.jdbc.EmbeddedDriver"}
+SCHEMA_KV = ("key:integer", "value:string")
+W = "execute_insert_into_hadoop_fs_relation_command"
+
+
+class Ds(NamedTuple):
+    """A dataset as asserted: identity, top-level schema ("name:type", nested in parentheses),
+    lifecycle state (and the previous identifier of a RENAME), TABLE symlink."""
+
+    namespace: str
+    name: str
+    schema: tuple[str, ...] | None = None
+    lifecycle: str | None = None
+    symlink: tuple[str, str] | None = None
+    previous: tuple[str, str] | None = None
+
+
+class Case(NamedTuple):
+    id: str
+    setup: str
+    action: str
+    jobs: list[str | None]
+    inputs: list[Ds]
+    outputs: list[Ds]
+    sql: str | None = None
+    conf: dict[str, str] = {}
+    row_count: int | None = None  # outputStatistics.rowCount of the output
+
+
+SRC = "spark.createDataFrame([(1, 'a'), (2, 'b')], 'key int, value string').write.parquet('{tmp}/in/src')"
+SRC_DS = Ds("file", "{tmp}/in/src", SCHEMA_KV)
+
+
+def table(name: str, schema: tuple[str, ...] | None = SCHEMA_KV, lifecycle: str | None = None) -> Ds:
+    return Ds("file", "{wh}/" + name, schema, lifecycle, ("file:{wh}", "default." + name))
+
+
+CASES = [
+    # --- files --------------------------------------------------------------------------------
+    Case("parquet_write_from_local_data", "",
+         "spark.createDataFrame([(1, 'a'), (2, 'b')], 'key int, value string').write.parquet('{tmp}/out/p')",
+         [f"{W}.out_p"], [], [Ds("file", "{tmp}/out/p", SCHEMA_KV)], row_count=2),
+    Case("parquet_to_csv_overwrite", SRC,
+         "spark.read.parquet('{tmp}/in/src').write.mode('overwrite').csv('{tmp}/out/c')",
+         [f"{W}.out_c"], [SRC_DS], [Ds("file", "{tmp}/out/c", SCHEMA_KV, "OVERWRITE")], row_count=2),
+    Case("parquet_to_json_append", SRC,
+         "spark.read.parquet('{tmp}/in/src').write.mode('append').json('{tmp}/out/j')",
+         [f"{W}.out_j"], [SRC_DS], [Ds("file", "{tmp}/out/j", SCHEMA_KV)]),
+    Case("orc_to_text", SRC + "; spark.read.parquet('{tmp}/in/src').write.orc('{tmp}/in/orc')",
+         "spark.read.orc('{tmp}/in/orc').select('value').write.text('{tmp}/out/t')",
+         [f"{W}.out_t"], [Ds("file", "{tmp}/in/orc", SCHEMA_KV)], [Ds("file", "{tmp}/out/t", ("value:string",))]),
+    Case("single_csv_file_is_named_by_the_file",
+         "import os; os.makedirs('{tmp}/in'); open('{tmp}/in/one.csv', 'w').write('1,a\\n')",
+         "spark.read.schema('_c0 string, _c1 string').csv('{tmp}/in/one.csv').write.parquet('{tmp}/out/one')",
+         [f"{W}.out_one"], [Ds("file", "{tmp}/in/one.csv", ("_c0:string", "_c1:string"))],
+         [Ds("file", "{tmp}/out/one", ("_c0:string", "_c1:string"))]),
+    Case("partitioned_write_is_named_by_the_table_dir", SRC,
+         "spark.read.parquet('{tmp}/in/src').write.partitionBy('value').parquet('{tmp}/out/part')",
+         [f"{W}.out_part"], [SRC_DS], [Ds("file", "{tmp}/out/part", SCHEMA_KV)], row_count=2),
+    Case("partitioned_read_is_named_by_the_table_dir",
+         SRC + "; spark.read.parquet('{tmp}/in/src').write.partitionBy('value').parquet('{tmp}/in/part')",
+         "spark.read.parquet('{tmp}/in/part').write.parquet('{tmp}/out/x')",
+         [f"{W}.out_x"], [Ds("file", "{tmp}/in/part", SCHEMA_KV)], [Ds("file", "{tmp}/out/x", SCHEMA_KV)]),
+    Case("partition_folder_read_is_trimmed",
+         SRC + "; spark.read.parquet('{tmp}/in/src').write.partitionBy('value').parquet('{tmp}/in/part')",
+         "spark.read.parquet('{tmp}/in/part/value=a').write.parquet('{tmp}/out/x')",
+         [f"{W}.out_x"], [Ds("file", "{tmp}/in/part", ("key:integer",))], [Ds("file", "{tmp}/out/x", ("key:integer",))]),
+    Case("nested_types",
+         "",
+         "spark.sql(\"select named_struct('a', 1, 'b', array(1, 2)) s, map('k', 1.5) m, cast(1 as decimal(10,2)) d,"
+         " date'2025-01-01' dt, current_timestamp() ts, 1L l, 1.0D x\").write.parquet('{tmp}/out/n')",
+         [f"{W}.out_n"], [],
+         [Ds("file", "{tmp}/out/n", ("s:struct(a:integer,b:array(_element:integer))", "m:map(key:string,value:decimal(2,1))",
+                                    "d:decimal(10,2)", "dt:date", "ts:timestamp", "l:long", "x:double"))],
+         # the written DataFrame came from spark.sql: its text is the action's SQL
+         sql="select named_struct('a', 1, 'b', array(1, 2)) s, map('k', 1.5) m, cast(1 as decimal(10,2)) d,"
+         " date'2025-01-01' dt, current_timestamp() ts, 1L l, 1.0D x"),
+    Case("filtered_read_is_emitted", SRC,
+         "spark.read.parquet('{tmp}/in/src').filter('key > 1').collect()",
+         ["filter"], [SRC_DS], []),
+    Case("count_is_not_emitted", SRC, "spark.read.parquet('{tmp}/in/src').count()", [None], [], []),
+    Case("projection_read_is_not_emitted", SRC,
+         "spark.read.parquet('{tmp}/in/src').select('key').collect()", [None], [], []),
+    Case("temp_view_resolves_to_its_source", SRC + "; spark.read.parquet('{tmp}/in/src').createOrReplaceTempView('v_{id}')",
+         "spark.table('v_{id}').write.parquet('{tmp}/out/v')",
+         [f"{W}.out_v"], [SRC_DS], [Ds("file", "{tmp}/out/v", SCHEMA_KV)]),
+    Case("cached_dataframe_resolves_to_its_source",
+         SRC + "; global cached; cached = spark.read.parquet('{tmp}/in/src').filter('key > 0').cache(); cached.count()",
+         "cached.write.json('{tmp}/out/cache')",
+         [f"{W}.out_cache"], [SRC_DS], [Ds("file", "{tmp}/out/cache", SCHEMA_KV)]),
+    Case("remove_path_pattern", SRC,
+         "spark.read.parquet('{tmp}/in/src').write.parquet('{tmp}/out/x_v2')",
+         [f"{W}.out_x_v2"], [Ds("file", "{tmp}/in", SCHEMA_KV)], [Ds("file", "{tmp}/out/x", SCHEMA_KV)],
+         conf={"spark.openlineage.dataset.removePath.pattern": "(?<remove>/src|_v2)$"}),
+    Case("no_dataset_name_in_job_name_and_no_schema_facet", SRC,
+         "spark.read.parquet('{tmp}/in/src').write.parquet('{tmp}/out/x')",
+         [W], [Ds("file", "{tmp}/in/src")], [Ds("file", "{tmp}/out/x")],
+         conf={"spark.openlineage.jobName.appendDatasetName": "false", "spark.openlineage.facets.schema.disabled": "true"}),
+    # --- session catalog tables ----------------------------------------------------------------
+    Case("create_table", "", "spark.sql('create table t_{id} (a string, b string) using parquet')",
+         ["execute_create_data_source_table_command.default_t_{id}"], [],
+         [table("t_{id}", ("a:string", "b:string"), "CREATE")]),  # sql: Spark drops the text of CREATE TABLE
+    Case("ctas", SRC, "spark.sql('create table t_{id} using parquet as select * from parquet.`{tmp}/in/src`')",
+         [f"{W}.warehouse_t_{{id}}", "execute_create_data_source_table_as_select_command.default_t_{id}"],
+         [SRC_DS], [table("t_{id}", lifecycle="CREATE")],
+         sql="create table t_{id} using parquet as select * from parquet.`{tmp}/in/src`"),
+    Case("ctas_from_values_has_no_input", "",
+         "spark.sql('create table t_{id} using parquet as select * from values (1, 2) as v(a, b)')",
+         [f"{W}.warehouse_t_{{id}}", "execute_create_data_source_table_as_select_command.default_t_{id}"],
+         [], [table("t_{id}", ("a:integer", "b:integer"), "CREATE")],
+         sql="create table t_{id} using parquet as select * from values (1, 2) as v(a, b)"),
+    Case("save_as_table", SRC, "spark.read.parquet('{tmp}/in/src').write.saveAsTable('t_{id}')",
+         [f"{W}.warehouse_t_{{id}}", "execute_create_data_source_table_as_select_command.default_t_{id}",
+          "execute_save_as_v1_table_command.default_t_{id}"],
+         [SRC_DS], [table("t_{id}", lifecycle="CREATE")]),
+    Case("insert_into_select", SRC + "; spark.sql('create table t_{id} (key int, value string) using parquet')",
+         "spark.sql('insert into t_{id} select * from parquet.`{tmp}/in/src`')",
+         [f"{W}.warehouse_t_{{id}}"], [SRC_DS], [table("t_{id}")],
+         sql="insert into t_{id} select * from parquet.`{tmp}/in/src`", row_count=2),
+    Case("insert_overwrite_values", "spark.sql('create table t_{id} (key int, value string) using parquet')",
+         "spark.sql(\"insert overwrite t_{id} values (1, 'x')\")",
+         [f"{W}.warehouse_t_{{id}}"], [], [table("t_{id}", lifecycle="OVERWRITE")],
+         sql="insert overwrite t_{id} values (1, 'x')", row_count=1),
+    Case("read_table_write_file", "spark.sql(\"create table t_{id} using parquet as select 1 key, 'a' value\")",
+         "spark.table('t_{id}').write.parquet('{tmp}/out/x')",
+         [f"{W}.out_x"], [table("t_{id}")], [Ds("file", "{tmp}/out/x", SCHEMA_KV)]),
+    Case("truncate", "spark.sql(\"create table t_{id} using parquet as select 1 key, 'a' value\")",
+         "spark.sql('truncate table t_{id}')",
+         ["execute_truncate_table_command.warehouse_t_{id}"], [], [table("t_{id}", None, "TRUNCATE")],
+         sql="truncate table t_{id}"),
+    Case("alter_add_columns", "spark.sql('create table t_{id} (a string, b string) using parquet')",
+         "spark.sql('alter table t_{id} add columns (c string, d string)')",
+         ["execute_alter_table_add_columns_command"], [],
+         [table("t_{id}", ("a:string", "b:string", "c:string", "d:string"), "ALTER")],
+         sql="alter table t_{id} add columns (c string, d string)"),
+    Case("drop_table", "spark.sql(\"create table t_{id} using parquet as select 1 key, 'a' value\")",
+         "spark.sql('drop table t_{id}')",
+         ["drop_table"], [], [table("t_{id}", None, "DROP")], sql="drop table t_{id}"),
+    Case("insert_overwrite_directory", SRC + "; spark.read.parquet('{tmp}/in/src').createOrReplaceTempView('v_{id}')",
+         "spark.sql(\"insert overwrite directory '{tmp}/out/d' using json select * from v_{id}\")",
+         [f"{W}.out_d", "execute_insert_into_data_source_dir_command"], [SRC_DS],
+         [Ds("file", "{tmp}/out/d", SCHEMA_KV, "OVERWRITE")],
+         sql="insert overwrite directory '{tmp}/out/d' using json select * from v_{id}"),
+    # --- JDBC (Derby from pyspark's jars) ------------------------------------------------------
+    Case("jdbc_write", "spark.createDataFrame([(1, 'a')], 'K int, V string').write.parquet('{tmp}/in/src')",
+         "spark.read.parquet('{tmp}/in/src').write.jdbc('{url}', 'T1', properties=DERBY)",
+         ["deserialize_to_object", "execute_save_into_data_source_command.T1"],
+         [Ds("file", "{tmp}/in/src", ("K:integer", "V:string"))],
+         [Ds("file:{tmp}/db", "T1", ("K:integer", "V:string"), "CREATE")]),
+    Case("jdbc_read_table", "spark.createDataFrame([(1, 'a')], 'K int, V string').write.jdbc('{url}', 'T1', properties=DERBY)",
+         "spark.read.jdbc('{url}', 'T1', properties=DERBY).write.parquet('{tmp}/out/x')",
+         [f"{W}.out_x"], [Ds("file:{tmp}/db", "T1", ("K:integer", "V:string"))],
+         [Ds("file", "{tmp}/out/x", ("K:integer", "V:string"))]),
+    Case("jdbc_read_query", "spark.createDataFrame([(1, 'a')], 'K int, V string').write.jdbc('{url}', 'T1', properties=DERBY)",
+         "spark.read.format('jdbc').option('url', '{url}').options(**DERBY)"
+         ".option('query', 'select T1.K from APP.T1 join T1 T2 on T1.K = T2.K').load().write.parquet('{tmp}/out/x')",
+         [f"{W}.out_x"], [Ds("file:{tmp}/db", "APP.T1"), Ds("file:{tmp}/db", "T1")],
+         [Ds("file", "{tmp}/out/x", ("K:integer",))]),
+    Case("jdbc_read_subquery_dbtable", "spark.createDataFrame([(1, 'a')], 'K int, V string').write.jdbc('{url}', 'T1', properties=DERBY)",
+         "spark.read.jdbc('{url}', '(select K from T1 where K > 0) q', properties=DERBY).write.parquet('{tmp}/out/x')",
+         [f"{W}.out_x"], [Ds("file:{tmp}/db", "T1", ("K:integer",))], [Ds("file", "{tmp}/out/x", ("K:integer",))]),
+    # --- DataSource V2: the JDBC table catalog and the V2 file sources ---------------------------
+    Case("v2_create_table_as_select",
+         "spark.createDataFrame([(1, 'a')], 'K int, V string').write.parquet('{tmp}/in/src')",
+         "spark.sql('create table {cat}.APP.T2 as select * from parquet.`{tmp}/in/src`')",
+         ["deserialize_to_object", "append_data_exec_v1.{cat}_APP_T2", "create_table_as_select.APP_T2"],
+         [Ds("file", "{tmp}/in/src", ("K:integer", "V:string"))],
+         [Ds("file:{tmp}/db", "APP.T2", ("K:integer", "V:string"), "CREATE")],
+         sql="create table {cat}.APP.T2 as select * from parquet.`{tmp}/in/src`"),
+    Case("v2_append_data",
+         "spark.sql('create table {cat}.APP.T2 (K int, V string)'); "
+         "spark.createDataFrame([(1, 'a')], 'K int, V string').write.parquet('{tmp}/in/src')",
+         "spark.read.parquet('{tmp}/in/src').writeTo('{cat}.APP.T2').append()",
+         ["deserialize_to_object", "append_data_exec_v1.{cat}_APP_T2"],
+         [Ds("file", "{tmp}/in/src", ("K:integer", "V:string"))],
+         [Ds("file:{tmp}/db", "APP.T2", ("K:integer", "V:string"))]),
+    Case("v2_overwrite_by_expression",
+         "spark.sql('create table {cat}.APP.T1 (K int, V string)'); spark.sql('create table {cat}.APP.T2 (K int, V string)')",
+         "spark.sql('insert overwrite {cat}.APP.T2 select * from {cat}.APP.T1')",
+         ["deserialize_to_object", "overwrite_by_expression_exec_v1.{cat}_APP_T2"],
+         [Ds("file:{tmp}/db", "APP.T1", ("K:integer", "V:string"))],
+         [Ds("file:{tmp}/db", "APP.T2", ("K:integer", "V:string"), "OVERWRITE")],
+         sql="insert overwrite {cat}.APP.T2 select * from {cat}.APP.T1"),
+    Case("v2_create_table", "", "spark.sql('create table {cat}.APP.T3 (A int)')",
+         ["create_table.APP_T3"], [], [Ds("file:{tmp}/db", "APP.T3", ("A:integer",), "CREATE")]),
+    Case("v2_drop_table", "spark.sql('create table {cat}.APP.T3 (A int)')", "spark.sql('drop table {cat}.APP.T3')",
+         ["drop_table"], [], [Ds("file:{tmp}/db", "APP.T3", None, "DROP")], sql="drop table {cat}.APP.T3"),
+    Case("v2_read", "spark.sql('create table {cat}.APP.T2 (K int, V string)')",
+         "spark.table('{cat}.APP.T2').write.parquet('{tmp}/out/x')",
+         [f"{W}.out_x"], [Ds("file:{tmp}/db", "APP.T2", ("K:integer", "V:string"))],
+         [Ds("file", "{tmp}/out/x", ("K:integer", "V:string"))]),
+    Case("v2_file_source_read", SRC + "; spark.conf.set('spark.sql.sources.useV1SourceList', '')",
+         "spark.read.parquet('{tmp}/in/src').filter('key > 0').collect()",
+         ["filter"], [SRC_DS], []),
+]
+
+HIVE_CASES = [
+    Case("hive_create_serde_table", "", "spark.sql('create table h_{id} (a int, b string) stored as textfile')",
+         ["execute_create_table_command.hive_warehouse_h_{id}"], [],
+         [Ds("file", "{wh}/h_{id}", ("a:integer", "b:string"), "CREATE", ("file:{wh}", "default.h_{id}"))]),
+    Case("hive_insert_overwrite_serde_table",
+         "spark.sql('create table h_{id} (a int, b string) stored as textfile'); "
+         "spark.sql(\"create table s_{id} stored as parquet as select 1 a, 'x' b\")",
+         "spark.sql('insert overwrite table h_{id} select * from s_{id}')",
+         ["execute_insert_into_hive_table.hive_warehouse_h_{id}"],
+         [Ds("file", "{wh}/s_{id}", ("a:integer", "b:string"), None, ("file:{wh}", "default.s_{id}"))],
+         [Ds("file", "{wh}/h_{id}", ("a:integer", "b:string"), "OVERWRITE", ("file:{wh}", "default.h_{id}"))],
+         sql="insert overwrite table h_{id} select * from s_{id}", row_count=1),
+    Case("hive_read_serde_table",
+         "spark.sql(\"create table h_{id} stored as textfile as select 1 a, 'x' b\")",
+         "spark.table('h_{id}').write.parquet('{tmp}/out/x')",
+         [f"{W}.out_x"], [Ds("file", "{wh}/h_{id}", ("a:integer", "b:string"), None, ("file:{wh}", "default.h_{id}"))],
+         [Ds("file", "{tmp}/out/x", ("a:integer", "b:string"))]),
+    Case("hive_ctas", "spark.sql(\"create table s_{id} stored as textfile as select 1 a, 'x' b\")",
+         "spark.sql('create table h_{id} stored as textfile as select * from s_{id}')",
+         ["execute_insert_into_hive_table.hive_warehouse_h_{id}", "execute_create_hive_table_as_select_command.default_h_{id}"],
+         [Ds("file", "{wh}/s_{id}", ("a:integer", "b:string"), None, ("file:{wh}", "default.s_{id}"))],
+         [Ds("file", "{wh}/h_{id}", ("a:integer", "b:string"), "CREATE", ("file:{wh}", "default.h_{id}"))],
+         sql="create table h_{id} stored as textfile as select * from s_{id}"),
+    Case("hive_rename", "spark.sql('create table h_{id} (a int) stored as textfile')",
+         "spark.sql('alter table h_{id} rename to r_{id}')",
+         ["execute_alter_table_rename_command"], [],
+         [Ds("file", "{wh}/r_{id}", ("a:integer",), "RENAME", ("file:{wh}", "default.r_{id}"), ("file", "{wh}/h_{id}"))],
+         sql="alter table h_{id} rename to r_{id}"),
+    Case("hive_drop", "spark.sql('create table h_{id} (a int) stored as textfile')", "spark.sql('drop table h_{id}')",
+         ["drop_table"], [], [Ds("file", "{wh}/h_{id}", None, "DROP", ("file:{wh}", "default.h_{id}"))],
+         sql="drop table h_{id}"),
+    Case("hive_insert_overwrite_local_directory", "spark.sql(\"create table s_{id} stored as textfile as select 1 a, 'x' b\")",
+         "spark.sql(\"insert overwrite local directory '{tmp}/out/d' stored as textfile select * from s_{id}\")",
+         ["execute_insert_into_hive_dir_command.out_d"],
+         [Ds("file", "{wh}/s_{id}", ("a:integer", "b:string"), None, ("file:{wh}", "default.s_{id}"))],
+         [Ds("file", "{tmp}/out/d", ("a:integer", "b:string"), "OVERWRITE")],
+         sql="insert overwrite local directory '{tmp}/out/d' stored as textfile select * from s_{id}"),
+]
+
+
+def _type(field: Any) -> str:
+    nested = getattr(field, "fields", None)
+    if nested:
+        return f"{field.type}(" + ",".join(f"{n.name}:{_type(n)}" for n in nested) + ")"
+    return field.type
+
+
+def _seen(dataset: Any) -> Ds:
+    facets = dataset.facets
+    schema = facets.get("schema")
+    lifecycle = facets.get("lifecycleStateChange")
+    symlinks = facets.get("symlinks")
+    assert facets["dataSource"].name == facets["dataSource"].uri == dataset.namespace
+    return Ds(
+        dataset.namespace,
+        dataset.name,
+        tuple(f"{x.name}:{_type(x)}" for x in schema.fields) if schema else None,
+        lifecycle.lifecycleStateChange.value if lifecycle else None,
+        (symlinks.identifiers[0].namespace, symlinks.identifiers[0].name) if symlinks else None,
+        (previous.namespace, previous.name) if (previous := lifecycle and lifecycle.previousIdentifier) else None,
+    )
+
+
+def _run(session: Any, capture: Any, case: Case, tmp: str, wh: str) -> None:
+    ident = case.id.replace("-", "_")
+    sub = {"{tmp}": tmp, "{wh}": wh, "{id}": ident, "{url}": f"jdbc:derby:{tmp}/db;create=true", "{cat}": f"c_{ident}"}
+
+    def fill(text: Any) -> Any:
+        if isinstance(text, str):
+            for key, value in sub.items():
+                text = text.replace(key, value)
+            return text
+        if isinstance(text, tuple) and not isinstance(text, Ds):
+            return tuple(fill(t) for t in text)
+        if isinstance(text, Ds):
+            return Ds(*(fill(t) for t in text))
+        return text
+
+    session.conf.set(f"spark.sql.catalog.c_{ident}", "org.apache.spark.sql.execution.datasources.v2.jdbc.JDBCTableCatalog")
+    session.conf.set(f"spark.sql.catalog.c_{ident}.url", sub["{url}"])
+    session.conf.set(f"spark.sql.catalog.c_{ident}.driver", DERBY["driver"])
+    env = {"spark": session, "DERBY": DERBY}
+    try:
+        if case.setup:
+            exec(fill(case.setup), env)
+        calls = capture.run(lambda: exec(fill(case.action), env))
+        results = [action_lineage(qe, case.conf, func_name=name) for name, qe in calls]
+    finally:
+        session.conf.unset("spark.sql.sources.useV1SourceList")
+
+    assert [r.job_suffix if r else None for r in results] == [fill(j) for j in case.jobs]
+    last = results[-1]
+    if last is None:
+        return
+    assert [_seen(d) for d in last.inputs] == [fill(d) for d in case.inputs]
+    assert [_seen(d) for d in last.outputs] == [fill(d) for d in case.outputs]
+    assert last.sql == fill(case.sql)
+    assert last.processing_type == "BATCH"
+    if case.row_count is not None:
+        stats = last.outputs[0].io_facets["outputStatistics"]
+        assert (stats.rowCount, stats.size > 0, stats.fileCount > 0) == (case.row_count, True, True)
+
+
+def _warehouse(session: Any) -> str:
+    return session.conf.get("spark.sql.warehouse.dir").removeprefix("file:")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_action_lineage(spark, qe_capture, workdir, case):
+    _run(spark, qe_capture, case, workdir, _warehouse(spark))
+
+
+@pytest.mark.parametrize("case", HIVE_CASES, ids=[c.id for c in HIVE_CASES])
+def test_action_lineage_hive_catalog(hive_spark, hive_qe_capture, workdir, case):
+    _run(hive_spark, hive_qe_capture, case, workdir, _warehouse(hive_spark))
+
+
+def test_action_lineage_is_cheap(spark, qe_capture, workdir):
+    """A read-transform-write action and a CTAS cost a few ms each (one toJSON + targeted calls)."""
+    spark.createDataFrame([(1, "a")], "key int, value string").write.parquet(f"{workdir}/src")
+    calls = qe_capture.run(
+        lambda: spark.read.parquet(f"{workdir}/src").filter("key > 0").write.parquet(f"{workdir}/out")
+    )
+    calls += qe_capture.run(lambda: spark.sql(f"create table cheap using parquet as select * from parquet.`{workdir}/src`"))
+    for _, qe in calls:
+        times = []
+        for _ in range(15):
+            start = time.perf_counter()
+            action_lineage(qe, {})
+            times.append(time.perf_counter() - start)
+        assert statistics.median(times) < 0.030

@@ -1,0 +1,180 @@
+"""Benchmark `harvest sqlserver --xml`: statements per second end to end and peak memory.
+
+Generates Extended Events logs of 100k and 1M statements into /tmp with realistic repetition (a few dozen
+statement shapes run by a few hundred tasks with different literals, sessions, hosts, days), harvests each in
+a fresh process to the file transport, and prints statements/s and peak RSS.
+
+    .venv/bin/python benchmarks/sqlserver_harvest.py                 # 100k and 1M
+    .venv/bin/python benchmarks/sqlserver_harvest.py --sizes 100000  # one size
+
+Targets (issue 4): >= 10,000 statements/s end to end, <= 500 MB peak RSS at 1M statements.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_RATE, TARGET_RSS_MB = 10_000, 500
+
+#: Statement shapes: {n} numbers and {s} strings vary per execution, {t}/{u} tables per task.
+SHAPES = [
+    "INSERT INTO [DW].[dbo].[Fact{t}] (DateKey, ProductKey, Amount)\nSELECT d.DateKey, p.ProductKey, s.Qty * s.Price\n"
+    "FROM [Staging].[dbo].[{u}Lines] AS s\nJOIN [DW].[dbo].[DimDate] AS d ON d.FullDate = CAST(s.SoldAt AS date)\n"
+    "JOIN [DW].[dbo].[DimProduct] AS p ON p.ProductCode = s.ProductCode\nWHERE s.BatchId = {n}",
+    "UPDATE t SET t.Status = s.Status, t.UpdatedAt = SYSUTCDATETIME()\nFROM dbo.{t}Orders AS t\n"
+    "JOIN staging.{u}Status AS s ON s.OrderID = t.OrderID WHERE t.Region = '{s}' AND s.Batch = {n}",
+    "SELECT o.OrderID, SUM(l.Qty * l.Price) AS Total INTO #recent_{t}\nFROM Sales.Orders AS o WITH (NOLOCK)\n"
+    "JOIN Sales.OrderLines AS l ON l.OrderID = o.OrderID WHERE o.OrderDate >= '{s}' GROUP BY o.OrderID",
+    "INSERT INTO Reporting.dbo.{t}Archive (OrderID, Total)\nSELECT r.OrderID, r.Total FROM #recent_{t} AS r\n"
+    "WHERE r.Total > {n}",
+    "MERGE dbo.Dim{t} AS tgt USING (SELECT Code, Name FROM staging.{u} WHERE BatchId = {n}) AS src\n"
+    "ON tgt.Code = src.Code WHEN MATCHED THEN UPDATE SET tgt.Name = src.Name\n"
+    "WHEN NOT MATCHED THEN INSERT (Code, Name) VALUES (src.Code, src.Name);",
+    "DELETE FROM dbo.{t}Queue WHERE ProcessedAt < '{s}' AND Attempts > {n}",
+    "exec sp_executesql N'INSERT INTO [dbo].[{t}Audit] ([Id], [By], [At]) SELECT [o].[Id], @p1, SYSUTCDATETIME() "
+    "FROM [dbo].[{u}] AS [o] WHERE [o].[Id] = @p0',N'@p0 int,@p1 nvarchar(4000)',@p0={n},@p1=N'{s}'",
+    "SELECT TOP ({n}) * FROM dbo.{t}Lookup WHERE Name = N'{s}'",
+    "SET NOCOUNT ON",
+]
+TABLES = ["Sales", "Orders", "Customer", "Inventory", "Shipment", "Invoice", "Payment", "Product", "Store",
+          "Supplier", "Return", "Budget"]
+EVENT = (
+    '<event name="{name}" package="sqlserver" timestamp="{ts}"><data name="duration"><value>{dur}</value></data>'
+    '<data name="cpu_time"><value>{cpu}</value></data><data name="page_server_reads"><value>0</value></data>'
+    '<data name="physical_reads"><value>3</value></data><data name="logical_reads"><value>{reads}</value></data>'
+    '<data name="writes"><value>12</value></data><data name="spills"><value>0</value></data>'
+    '<data name="row_count"><value>{rows}</value></data><data name="last_row_count"><value>{rows}</value></data>'
+    '<data name="line_number"><value>1</value></data><data name="offset"><value>0</value></data>'
+    '<data name="offset_end"><value>-1</value></data><data name="statement"><value><![CDATA[{sql}]]></value></data>'
+    '<data name="parameterized_plan_handle"><value></value></data>'
+    '<action name="username" package="sqlserver"><value><![CDATA[CORP\\svc_etl]]></value></action>'
+    '<action name="session_id" package="sqlserver"><value>{session}</value></action>'
+    '<action name="server_principal_name" package="sqlserver"><value><![CDATA[CORP\\svc_etl]]></value></action>'
+    '<action name="database_name" package="sqlserver"><value><![CDATA[{db}]]></value></action>'
+    '<action name="client_hostname" package="sqlserver"><value><![CDATA[{host}]]></value></action>'
+    '<action name="client_app_name" package="sqlserver"><value><![CDATA[{app}]]></value></action>'
+    '<action name="event_sequence" package="package0"><value>{seq}</value></action>'
+    '<action name="attach_activity_id" package="package0"><value>{guid}-1</value></action></event>\n'
+)
+
+
+def generate(path: Path, statements: int, seed: int = 4) -> None:
+    """A log of ``statements`` events: tasks run every hour, 10-40 statements per run, in time order."""
+    rng = random.Random(seed)
+    tasks = [(f"etl_{g}::load_{TABLES[i % len(TABLES)].lower()}_{i}", TABLES[i % len(TABLES)],
+              TABLES[(i * 7 + 3) % len(TABLES)], f"WORKER{i % 8}") for g in range(10) for i in range(30)]
+    start = datetime(2024, 5, 1, tzinfo=timezone.utc)
+    written = seq = 0
+    hour = 0
+    with open(path, "w", encoding="utf-8") as out:
+        while written < statements:
+            clock = start + timedelta(hours=hour)
+            for index, (app, t, u, host) in enumerate(rng.sample(tasks, 40)):
+                session = 51 + index
+                at = clock + timedelta(seconds=rng.randint(0, 600))
+                for _ in range(rng.randint(10, 40)):
+                    shape = SHAPES[rng.randrange(len(SHAPES))]
+                    sql = shape.format(t=t, u=u, n=rng.randint(1, 10**6), s=f"2024-05-{rng.randint(1, 28):02d}")
+                    duration = rng.randint(500, 3_000_000)
+                    at += timedelta(microseconds=duration + rng.randint(1000, 5_000_000))
+                    seq += 1
+                    out.write(EVENT.format(
+                        name="sql_statement_completed", ts=at.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+                        dur=duration, cpu=duration // 2, reads=rng.randint(10, 100000), rows=rng.randint(0, 10**5),
+                        sql=sql, session=session, db="DW", host=host, app=app, seq=seq,
+                        guid=f"{seq:08X}-2E4A-4C1B-8F0D-0A1B2C3D4E5F"))
+                    written += 1
+                    if written >= statements:
+                        return
+            hour += 1
+
+
+def run_one(log: Path, statements: int) -> dict[str, float]:
+    """Harvest ``log`` in this process; returns the measurements."""
+    sys.path.insert(0, str(ROOT))
+    from harvesters.cli import main
+
+    events = Path(f"/tmp/xe_bench_events_{statements}.jsonl")
+    events.unlink(missing_ok=True)
+    os.environ["LINEAGE_CAPTURE_STATE_DIR"] = "/tmp/xe_bench_state"
+    started = time.perf_counter()
+    code = main(["sqlserver", "--xml", str(log), "--server", "db01", "--conf", "transport.type=file",
+                 "--conf", f"transport.location={events}"])
+    elapsed = time.perf_counter() - started
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    with open(events, "rb") as f:
+        emitted = sum(1 for _ in f)
+    return {"exit": code, "statements": statements, "seconds": elapsed, "rate": statements / elapsed,
+            "peak_rss_mb": rss_mb, "events": emitted, "log_mb": log.stat().st_size / 1e6}
+
+
+def run_without_emitter(log: Path, statements: int) -> dict[str, float]:
+    """The harvester's own share: read, convert, parse (cached), group, build RunRecords; no emitter."""
+    sys.path.insert(0, str(ROOT))
+    from harvesters.sqlserver import EventConverter, Harvest, LineageCache
+    from harvesters.state import Window
+    from harvesters.tasks import TaskGrouper
+    from harvesters.xevents import read_file
+
+    records = []
+    grouper = TaskGrouper(lambda r: records.append(1), "default", "SQLSERVER", timedelta(minutes=30))
+    harvest = Harvest(EventConverter("sqlserver://db01:1433", LineageCache()), grouper, Window(None, None))
+    started = time.perf_counter()
+    for item in read_file(str(log)):
+        harvest.feed(item.value)
+    grouper.close_all()
+    elapsed = time.perf_counter() - started
+    return {"statements": statements, "seconds": elapsed, "rate": statements / elapsed,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "records": len(records)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100000,1000000")
+    parser.add_argument("--run", type=int, help=argparse.SUPPRESS)  # child process: harvest one size
+    parser.add_argument("--without-emitter", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.run:
+        run = run_without_emitter if args.without_emitter else run_one
+        print(json.dumps(run(Path(f"/tmp/xe_bench_{args.run}.xml"), args.run)))
+        return 0
+    ok = True
+    for size in [int(s) for s in args.sizes.split(",")]:
+        log = Path(f"/tmp/xe_bench_{size}.xml")
+        if not log.exists():
+            generate(log, size)
+        child = subprocess.run([sys.executable, __file__, "--run", str(size)], capture_output=True, text=True,
+                               cwd=ROOT)
+        if child.returncode != 0:
+            print(child.stderr, file=sys.stderr)
+            return 1
+        result = json.loads(child.stdout.strip().splitlines()[-1])
+        summary = [line for line in child.stderr.splitlines() if line.startswith("harvest sqlserver:")]
+        good = result["rate"] >= TARGET_RATE and (size < 1_000_000 or result["peak_rss_mb"] <= TARGET_RSS_MB)
+        ok &= good
+        print(f"{size:>9,} statements ({result['log_mb']:.0f} MB of XML): {result['seconds']:.1f} s, "
+              f"{result['rate']:,.0f} statements/s, peak RSS {result['peak_rss_mb']:.0f} MB, "
+              f"{result['events']:,} events, exit {result['exit']} -> {'OK' if good else 'BELOW TARGET'}")
+        if summary:
+            print("  " + summary[-1])
+        alone = subprocess.run([sys.executable, __file__, "--run", str(size), "--without-emitter"],
+                               capture_output=True, text=True, cwd=ROOT)
+        if alone.returncode == 0:
+            share = json.loads(alone.stdout.strip().splitlines()[-1])
+            print(f"  harvester alone (no emitter): {share['seconds']:.1f} s, {share['rate']:,.0f} statements/s, "
+                  f"peak RSS {share['peak_rss_mb']:.0f} MB")
+    print(f"targets: >= {TARGET_RATE:,} statements/s, <= {TARGET_RSS_MB} MB peak RSS at 1M")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

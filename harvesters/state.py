@@ -1,0 +1,183 @@
+"""What a cron-run harvester keeps between runs, and the time arithmetic of its windows.
+
+* :class:`Checkpoint` (DataHub "stateful ingestion" / Singer bookmark style): ``last`` is the state the
+  previous harvest committed, read-only; ``current`` starts as a copy and is updated as the harvest goes
+  (position, open task runs). ``commit`` writes it atomically (temp file, fsync, rename, fsync of the
+  directory), and the harvester commits only after every event the new state covers was delivered or
+  spooled: a crash or a failed delivery leaves ``last`` in place, the next run redoes the work, and the
+  deterministic run ids make the redo produce the same events.
+* :class:`HarvestLock`: ``fcntl.flock`` on ``{state}.lock`` so two overlapping cron runs never harvest the
+  same position twice; the second one finds the lock taken and leaves.
+* Window arithmetic as pure functions (:func:`harvest_window`, :func:`gap_exceeded`, :func:`is_idle`,
+  :func:`closing_clock`), tested through a table of cases.
+"""
+from __future__ import annotations
+
+import copy
+import fcntl
+import json
+import os
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import MappingProxyType
+from typing import IO, Any
+
+import attrs
+
+from emitter.spool import write_atomically
+
+STATE_VERSION = 1
+
+
+class StateError(Exception):
+    """The state file cannot be used (unreadable, another source's, a newer version): a configuration error."""
+
+
+class LockBusy(Exception):
+    """Another harvest holds the lock of this state file."""
+
+
+# ---- window arithmetic ---------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Window:
+    """A half-open time window ``[start, end)``; ``None`` = unbounded on that side."""
+
+    start: datetime | None
+    end: datetime | None
+
+    def contains(self, instant: datetime) -> bool:
+        return (self.start is None or instant >= self.start) and (self.end is None or instant < self.end)
+
+
+def harvest_window(previous_end: datetime | None, now: datetime, *, since: datetime | None = None,
+                   until: datetime | None = None, overlap: timedelta = timedelta(0),
+                   latency: timedelta = timedelta(0)) -> Window:
+    """The window a harvest reads.
+
+    Start: ``since`` when given, else the previous window's end minus ``overlap`` (late rows: Snowflake's
+    history lags up to 45 min, so windows overlap and rows are de-duplicated by query id), else unbounded.
+    End: ``until`` when given, else ``now - latency`` (rows younger than the source's latency may still be
+    missing). The end never precedes the start (an empty window, not a negative one).
+    """
+    start = since if since is not None else (previous_end - overlap if previous_end is not None else None)
+    end = until if until is not None else now - latency
+    if start is not None and end < start:
+        end = start
+    return Window(start, end)
+
+
+def gap_exceeded(last_end: datetime, next_start: datetime, idle_gap: timedelta) -> bool:
+    """True when a statement starting at ``next_start`` begins a new task run after one ending at ``last_end``.
+
+    A gap exactly equal to ``idle_gap`` continues the run; overlapping statements (negative gap) do too.
+    """
+    return next_start - last_end > idle_gap
+
+
+def is_idle(last_activity: datetime, clock: datetime, idle_gap: timedelta) -> bool:
+    """True when a task run whose last statement ended at ``last_activity`` is over at ``clock``."""
+    return clock - last_activity > idle_gap
+
+
+def closing_clock(now: datetime, until: datetime | None) -> datetime:
+    """The instant open task runs are judged idle against at the end of a harvest: ``until`` when the
+    harvest was bounded before ``now``, else ``now`` (a log from last week closes everything; a task that
+    ran five minutes ago stays open for the next harvest)."""
+    return until if until is not None and until < now else now
+
+
+# ---- checkpoint ----------------------------------------------------------------------------------------
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+class Checkpoint:
+    """The previous harvest's committed state (``last``, read-only) and the one being built (``current``)."""
+
+    def __init__(self, path: Path | None, source: str, last: Mapping[str, Any] | None = None) -> None:
+        self.path = path
+        self.source = source
+        data = dict(last or {"version": STATE_VERSION, "source": source})
+        self.last: Mapping[str, Any] = _frozen(data)
+        self.current: dict[str, Any] = copy.deepcopy(data)
+
+    @classmethod
+    def load(cls, path: Path | str | None, source: str) -> Checkpoint:
+        """Read the state file (missing = first harvest). Raises StateError when it cannot be trusted."""
+        if path is None:
+            return cls(None, source)
+        path = Path(path)
+        if not path.exists():
+            return cls(path, source)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise StateError(f"cannot read the state file {path}: {error}") from None
+        if not isinstance(data, dict):
+            raise StateError(f"{path}: not a harvest state file")
+        if data.get("version", 0) > STATE_VERSION:
+            raise StateError(f"{path}: written by a newer version (state version {data.get('version')})")
+        if data.get("source") != source:
+            raise StateError(f"{path} holds the state of {data.get('source')!r}, not of {source!r}: "
+                             f"use one state file per source")
+        return cls(path, source, data)
+
+    def commit(self) -> None:
+        """Write ``current`` atomically; it becomes the next harvest's ``last``."""
+        if self.path is None:
+            return
+        self.current["version"] = STATE_VERSION
+        self.current["source"] = self.source
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.path, json.dumps(self.current, indent=1, sort_keys=True).encode("utf-8"))
+        self.last = _frozen(copy.deepcopy(self.current))
+
+
+# ---- lock ----------------------------------------------------------------------------------------------
+
+
+class HarvestLock:
+    """An exclusive, non-blocking ``flock`` on ``{state}.lock``, released when the process ends at the latest."""
+
+    def __init__(self, state_path: Path | str) -> None:
+        self.path = Path(f"{state_path}.lock")
+        self._file: IO[str] | None = None
+
+    def acquire(self) -> None:
+        """Take the lock or raise LockBusy naming the holder's pid."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            handle.close()
+            raise LockBusy(f"another harvest (pid {holder}) holds {self.path}") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._file = handle
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> HarvestLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

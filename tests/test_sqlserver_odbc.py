@@ -1,0 +1,193 @@
+"""The live path of `harvest sqlserver` through pyodbc, unixODBC and a real ODBC driver (SQLite's).
+
+A SQLite table named and shaped like ``sys.fn_xe_file_target_read_file``'s output (module_guid, package_guid,
+object_name, event_data, file_name, file_offset) stands in for the server; ``--backend sqlite`` selects the
+stand-in's query texts (harvesters.sqlserver.BACKENDS), everything else is the code that runs against SQL
+Server: connection string, parameter binding, fetching, block positions, resume, rollover, ring buffer.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+pyodbc = pytest.importorskip("pyodbc")  # needs unixODBC's libodbc.so.2 (Debian: unixodbc)
+
+from harvesters.cli import main  # noqa: E402
+from harvesters.sqlserver import connection_string, server_from_connection_string  # noqa: E402
+from test_sqlserver_harvest import SAMPLES, at, xe  # noqa: E402
+
+DRIVER = "SQLite3"
+
+
+def _driver_available() -> bool:
+    return any(DRIVER == name for name in pyodbc.drivers())
+
+
+pytestmark = pytest.mark.skipif(not _driver_available(), reason="SQLite ODBC driver not installed "
+                                                                "(Debian: libsqliteodbc)")
+
+
+class FakeServer:
+    """The SQLite database behind the ODBC connection."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with sqlite3.connect(path) as db:
+            db.execute("CREATE TABLE fn_xe_file_target_read_file (module_guid TEXT, package_guid TEXT, "
+                       "object_name TEXT, event_data TEXT, file_name TEXT, file_offset INTEGER)")
+            db.execute("CREATE TABLE ring_buffer_target (name TEXT, target_data TEXT)")
+
+    def write(self, file_name: str, offset: int, *events: bytes) -> None:
+        """One buffer block of the event file: several events share its offset."""
+        with sqlite3.connect(self.path) as db:
+            db.executemany("INSERT INTO fn_xe_file_target_read_file VALUES ('g', 'p', ?, ?, ?, ?)",
+                           [(e.split(b'"')[1].decode(), e.decode(), file_name, offset) for e in events])
+
+    def roll_over(self, file_name: str) -> None:
+        with sqlite3.connect(self.path) as db:
+            db.execute("DELETE FROM fn_xe_file_target_read_file WHERE file_name = ?", (file_name,))
+
+    def ring_buffer(self, document: str) -> None:
+        with sqlite3.connect(self.path) as db:
+            db.execute("DELETE FROM ring_buffer_target")
+            db.execute("INSERT INTO ring_buffer_target VALUES ('openlineage', ?)", (document,))
+
+
+@pytest.fixture
+def server(tmp_path):
+    return FakeServer(tmp_path / "xe.sqlite")
+
+
+def live(tmp_path: Path, server: FakeServer, *args: str, out: str = "events.jsonl"):
+    target = tmp_path / out
+    before = target.read_text().count("\n") if target.exists() else 0
+    code = main(["sqlserver", "--connection-string", f"Driver={DRIVER};Database={server.path}", "--backend",
+                 "sqlite", "--server", "db01", "--xe-path", r"C:\xe\openlineage*.xel", *args,
+                 "--conf", "transport.type=file", "--conf", f"transport.location={target}"])
+    lines = target.read_text().splitlines()[before:] if target.exists() else []
+    return code, [json.loads(line) for line in lines]
+
+
+def children(events: list[dict]) -> list[str]:
+    return [e["job"]["name"].rsplit(".", 1)[1] for e in events if e["eventType"] == "COMPLETE"
+            and e["job"]["facets"]["jobType"]["jobType"] == "QUERY"]
+
+
+def stmt(minute: int, table: str) -> bytes:
+    return xe("sql_statement_completed", at(minute), f"INSERT INTO dbo.{table} SELECT * FROM dbo.src", seq=minute)
+
+
+def test_reads_resumes_and_survives_rollover(tmp_path, server, capsys):
+    state = tmp_path / "state.json"
+    server.write(r"C:\xe\openlineage_0_1.xel", 0, stmt(0, "a"), stmt(1, "b"))
+    server.write(r"C:\xe\openlineage_0_1.xel", 4096, stmt(2, "c"))
+    code, events = live(tmp_path, server, "--state", str(state))
+    assert code == 0 and children(events) == ["insert_sales_dbo_a", "insert_sales_dbo_b", "insert_sales_dbo_c"]
+    position = json.loads(state.read_text())["event_file"]
+    assert position == {"file": r"C:\xe\openlineage_0_1.xel", "offset": 0,
+                        "partial_file": r"C:\xe\openlineage_0_1.xel", "partial_offset": 4096, "done": 1}
+
+    code, events = live(tmp_path, server, "--state", str(state))  # nothing new
+    assert code == 0 and children(events) == []
+
+    server.write(r"C:\xe\openlineage_0_1.xel", 8192, stmt(3, "d"))
+    server.write(r"C:\xe\openlineage_0_2.xel", 0, stmt(4, "e"))
+    code, events = live(tmp_path, server, "--state", str(state))
+    assert code == 0 and children(events) == ["insert_sales_dbo_d", "insert_sales_dbo_e"]
+
+    # the server rolled over: the saved file is gone, newer ones exist -> read from the oldest remaining
+    server.roll_over(r"C:\xe\openlineage_0_1.xel")
+    server.roll_over(r"C:\xe\openlineage_0_2.xel")
+    server.write(r"C:\xe\openlineage_0_3.xel", 0, stmt(5, "f"))
+    server.write(r"C:\xe\openlineage_0_4.xel", 0, stmt(6, "g"))
+    capsys.readouterr()
+    code, events = live(tmp_path, server, "--state", str(state))
+    assert code == 0 and children(events) == ["insert_sales_dbo_f", "insert_sales_dbo_g"]
+    assert "rollover: 1" in capsys.readouterr().err
+    assert json.loads(state.read_text())["event_file"]["partial_file"] == r"C:\xe\openlineage_0_4.xel"
+
+
+def test_stop_inside_a_block_resumes_without_duplicates(tmp_path, server):
+    state = tmp_path / "state.json"
+    server.write(r"C:\xe\openlineage_0_1.xel", 0, stmt(0, "a"), stmt(10, "b"), stmt(20, "c"))
+    code, first = live(tmp_path, server, "--state", str(state), "--until", at(15).isoformat())
+    assert code == 0 and children(first) == ["insert_sales_dbo_a", "insert_sales_dbo_b"]
+    code, second = live(tmp_path, server, "--state", str(state))
+    assert code == 0 and children(second) == ["insert_sales_dbo_c"]
+    _, whole = live(tmp_path, server, out="whole.jsonl")  # no state: everything at once
+    assert sorted(json.dumps(e, sort_keys=True) for e in first + second) == \
+        sorted(json.dumps(e, sort_keys=True) for e in whole)
+
+
+def test_malformed_row_is_counted_and_position_kept_moving(tmp_path, server, capsys):
+    state = tmp_path / "state.json"
+    server.write(r"C:\xe\openlineage_0_1.xel", 0, stmt(0, "a"), stmt(1, "b")[:150], stmt(2, "c"))
+    code, events = live(tmp_path, server, "--state", str(state))
+    assert code == 1 and children(events) == ["insert_sales_dbo_a", "insert_sales_dbo_c"]
+    assert "1 unreadable (malformed event: 1)" in capsys.readouterr().err
+    assert json.loads(state.read_text())["event_file"]["done"] == 3
+
+
+def test_ring_buffer_target_with_watermark(tmp_path, server):
+    state = tmp_path / "state.json"
+    document = (SAMPLES / "10_ring_buffer_target.xml").read_text()
+    server.ring_buffer(document)
+    args = ("--target", "ring_buffer", "--xe-session", "openlineage", "--state", str(state))
+    code, events = live(tmp_path, server, *args)
+    assert code == 0 and children(events) == ["insert_finance_dbo_glbalances"]
+    code, events = live(tmp_path, server, *args)  # the same buffer again: nothing new
+    assert code == 0 and events == []
+    newer = xe("sql_statement_completed", at(24 * 60 * 3), "DELETE FROM dbo.old", seq=1).decode()
+    server.ring_buffer(document.replace("</RingBufferTarget>", newer + "</RingBufferTarget>"))
+    code, events = live(tmp_path, server, *args)
+    assert code == 0 and children(events) == ["delete_sales_dbo_old"]
+
+
+def test_password_comes_from_the_environment_only(tmp_path, server, monkeypatch, capsys):
+    monkeypatch.setenv("XE_TEST_PASSWORD", "s3cr}et;pw")
+    server.write(r"C:\xe\openlineage_0_1.xel", 0, stmt(0, "a"))
+    code, events = live(tmp_path, server, "--user", "harvester", "--password-env", "XE_TEST_PASSWORD")
+    assert code == 0 and children(events) == ["insert_sales_dbo_a"]
+    assert "s3cr" not in capsys.readouterr().err + json.dumps(events)
+
+
+def test_dsn(tmp_path, server, monkeypatch):
+    odbc_ini = tmp_path / "odbc.ini"
+    odbc_ini.write_text(f"[xe_test]\nDriver={DRIVER}\nDatabase={server.path}\n")
+    monkeypatch.setenv("ODBCINI", str(odbc_ini))
+    server.write(r"C:\xe\openlineage_0_1.xel", 0, stmt(0, "a"))
+    target = tmp_path / "dsn.jsonl"
+    code = main(["sqlserver", "--dsn", "xe_test", "--backend", "sqlite", "--server", "db01", "--conf",
+                 "transport.type=file", "--conf", f"transport.location={target}"])
+    assert code == 0 and children([json.loads(x) for x in target.read_text().splitlines()]) == ["insert_sales_dbo_a"]
+
+
+def test_unreachable_server_is_exit_2_and_state_untouched(tmp_path, capsys):
+    state = tmp_path / "state.json"
+    code = main(["sqlserver", "--connection-string", "Driver={No Such Driver};Server=db01", "--state", str(state),
+                 "--conf", "transport.type=file", "--conf", f"transport.location={tmp_path / 'e.jsonl'}"])
+    assert code == 2 and not state.exists()
+    assert "reading failed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("conn,expected", [
+    ("Driver={ODBC Driver 18 for SQL Server};Server=tcp:db01.corp,1433;Encrypt=yes", ("db01.corp", "1433")),
+    ("DRIVER=FreeTDS;SERVER=db01;PORT=1433", ("db01", None)),
+    (r"Driver=x;Data Source=SQLPROD01\DW", (r"SQLPROD01\DW", None)),
+    ("Driver=x;Database=y", None),
+])
+def test_server_from_connection_string(conn, expected):
+    assert server_from_connection_string(conn) == expected
+
+
+@pytest.mark.parametrize("conn,dsn,user,env,expected", [
+    ("Driver=x;Server=db01;", None, "u", "PW", "Driver=x;Server=db01;APP=openlineage-harvest;UID=u;PWD={a}}b;c};"),
+    (None, "prod", None, "PW", "DSN=prod;APP=openlineage-harvest;PWD={a}}b;c};"),
+    ("Driver=x;App=nightly", None, None, None, "Driver=x;App=nightly;"),  # the user's own APP= is kept
+])
+def test_connection_string(monkeypatch, conn, dsn, user, env, expected):
+    monkeypatch.setenv("PW", "a}b;c")
+    assert connection_string(conn, dsn, user, env) == expected

@@ -85,7 +85,10 @@ class Emitter:
         self._closed = False
         if transport is None and not config.disabled:
             self._transport = _create_transport(config.transport)
-        if self._transport is not None and self.spool.pending_bytes():
+        # Whether events of ours (or of an earlier run) wait in the spool: checked on disk once here, then
+        # tracked, so the hot path does not stat the spool for every event.
+        self._spool_in_use = self.spool.pending_bytes() > 0
+        if self._transport is not None and self._spool_in_use:
             self._drain()
 
     @classmethod
@@ -177,7 +180,7 @@ class Emitter:
         event = event_dict(record)
         if self.config.disabled or self._transport is None:
             return
-        if self.spool.pending_bytes() and not self._drain():
+        if self._spool_in_use and not self._drain():
             self._to_spool(event)
             return
         try:
@@ -197,11 +200,13 @@ class Emitter:
         self.counts.replayed += replayed
         if pending:
             self._blocked_until = time.monotonic() + self.retry_after
+        self._spool_in_use = bool(pending)
         return not pending
 
     def _to_spool(self, event: dict[str, Any]) -> None:
         if self.spool.append(event):
             self.counts.spooled += 1
+            self._spool_in_use = True  # later events queue behind it until a replay empties the spool
         else:
             self.counts.dropped += 1
 

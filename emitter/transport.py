@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import sys
 from collections.abc import Mapping
@@ -48,16 +49,57 @@ def unknown_transport_keys(transport: Mapping[str, Any]) -> list[str]:
     return unknown
 
 
+def _json_lines_file_transport() -> type:
+    """openlineage-python's FileTransport, for the events this emitter hands it.
+
+    Our events arrive as JSON-ready dicts already (:func:`emitter.events.event_dict`). The stock ``emit``
+    walks each one again through ``Serde`` and opens and closes the file per event: at harvest rates that
+    was three quarters of the emitter's time. In append mode on a local path this subclass writes the line on
+    a handle kept open (flushed per event, so nothing waits in our buffers); anything else goes to the stock
+    ``emit``.
+    """
+    from openlineage.client.transport.file import FileTransport
+
+    class JsonLinesFileTransport(FileTransport):
+        _handle: Any = None
+
+        def emit(self, event: Any) -> None:
+            if not (isinstance(event, dict) and self.config.append and not self.config._needs_fsspec()):
+                return super().emit(event)
+            if self._handle is None:
+                self._handle = self._file_handler.open_file(self.config.log_file_path, "a")
+            self._handle.write(json.dumps(event, sort_keys=True) + "\n")
+            self._handle.flush()
+            return None
+
+        def close(self, timeout: float = -1) -> bool:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
+            return super().close(timeout)
+
+    return JsonLinesFileTransport
+
+
+def _factory() -> Any:
+    """A private copy of openlineage-python's transport factory with our file transport, so the host
+    process's own openlineage-python use (Airflow, a notebook) is left as it was."""
+    from openlineage.client.transport import get_default_factory
+    from openlineage.client.transport.factory import DefaultTransportFactory
+
+    factory = DefaultTransportFactory()
+    factory.transports = {**get_default_factory().transports, "file": _json_lines_file_transport()}
+    return factory
+
+
 def create_transport(transport: Mapping[str, Any] | None) -> Any:
     """Build the transport; raises ValueError with a readable message when the configuration is unusable."""
-    from openlineage.client.transport import get_default_factory
-
     if not transport or not transport.get("type"):
         raise ValueError("no OpenLineage transport type configured")
     for key in unknown_transport_keys(transport):
         log.warning("unknown key %r in the %s transport configuration: ignored", key, transport.get("type"))
     try:
-        built = get_default_factory().create(dict(transport))
+        built = _factory().create(dict(transport))
     except Exception as error:  # noqa: BLE001 - openlineage-python raises assorted types for bad config
         from emitter.redact import redact
 

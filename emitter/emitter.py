@@ -116,10 +116,17 @@ class Emitter:
             self.emit(record)
 
     def flush(self) -> Counts:
-        """Release parent terminal events still held for open children, then return the counts so far."""
+        """Release parent terminal events still held for open children, push buffered events out of the
+        transport, then return the counts so far."""
         with self._lock:
             for run_id in list(self._held_terminals):
                 self._release(run_id)
+            flush_transport = getattr(self._transport, "flush", None)
+            if flush_transport is not None:
+                try:
+                    flush_transport()
+                except Exception as error:  # noqa: BLE001 - a failing flush is logged and counted, never raised
+                    self._log_failure_once("flush", error)
         return self.counts.copy()
 
     def close(self) -> Counts:

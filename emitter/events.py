@@ -19,7 +19,7 @@ from openlineage.client.constants import DEFAULT_PRODUCER
 from openlineage.client.facet_v2 import job_type_job, parent_run
 
 from emitter.naming import safe_namespace
-from emitter.records import Dataset, RunRecord, RunRef
+from emitter.records import Dataset, JobType, RunRecord, RunRef
 from emitter.redact import MASK, is_secret_key, redact
 
 VERSION = "0.1.0"
@@ -57,27 +57,32 @@ def _output(ds: Dataset) -> event_v2.OutputDataset:
                                   outputFacets=dict(ds.io_facets) or None)
 
 
-def build_event(record: RunRecord) -> event_v2.RunEvent:
-    """The openlineage-python RunEvent for one record."""
-    job_facets: dict[str, Any] = dict(record.job_facets)
-    job_facets["jobType"] = job_type_job.JobTypeJobFacet(
-        processingType=record.job_type.processing_type,
-        integration=record.job_type.integration,
-        jobType=record.job_type.job_type,
-        producer=PRODUCER,
-    )
-    run_facets: dict[str, Any] = dict(record.run_facets)
-    if record.parent is not None:
-        run_facets["parent"] = parent_facet(record.parent, record.root)
+def _job_type_facet(job_type: JobType) -> job_type_job.JobTypeJobFacet:
+    return job_type_job.JobTypeJobFacet(processingType=job_type.processing_type, integration=job_type.integration,
+                                        jobType=job_type.job_type, producer=PRODUCER)
+
+
+def _core_event(record: RunRecord) -> event_v2.RunEvent:
+    """The RunEvent with the producer's own facets, without the emitter's jobType and parent facets."""
     return event_v2.RunEvent(
         eventType=event_v2.RunState(record.event_type),
         eventTime=_iso(record.event_time),
-        run=event_v2.Run(runId=record.run_id, facets=run_facets),
-        job=event_v2.Job(namespace=safe_namespace(record.job.namespace), name=record.job.name, facets=job_facets),
+        run=event_v2.Run(runId=record.run_id, facets=dict(record.run_facets)),
+        job=event_v2.Job(namespace=safe_namespace(record.job.namespace), name=record.job.name,
+                         facets=dict(record.job_facets)),
         inputs=[_input(ds) for ds in record.inputs],
         outputs=[_output(ds) for ds in record.outputs],
         producer=PRODUCER,
     )
+
+
+def build_event(record: RunRecord) -> event_v2.RunEvent:
+    """The openlineage-python RunEvent for one record."""
+    event = _core_event(record)
+    event.job.facets["jobType"] = _job_type_facet(record.job_type)
+    if record.parent is not None:
+        event.run.facets["parent"] = parent_facet(record.parent, record.root)
+    return event
 
 
 #: Fields whose values the emitter itself generates (ids, times, enums, schema URLs): no secret can be there,
@@ -127,10 +132,26 @@ def _plain(value: Any, key: str = "") -> Any:
     return out
 
 
-def event_dict(record: RunRecord) -> dict[str, Any]:
-    """The JSON-ready, redacted event for one record: what every transport is handed."""
-    # openlineage-python's validators re-check what build_event was given (UUIDs, ISO times, URIs) and cost
-    # three quarters of the build; the official JSON schemas check our events in the tests instead.
+@lru_cache(maxsize=4096)
+def _parent_plain(parent: RunRef, root: RunRef | None) -> dict[str, Any]:
     with attrs.validators.disabled():
-        event = build_event(record)
-    return _plain(event)
+        return _plain(parent_facet(parent, root))
+
+
+@lru_cache(maxsize=256)
+def _job_type_plain(job_type: JobType) -> dict[str, Any]:
+    return _plain(_job_type_facet(job_type))
+
+
+def event_dict(record: RunRecord) -> dict[str, Any]:
+    """The JSON-ready, redacted event for one record: what every transport is handed (read-only: the jobType
+    and parent facets are shared between the events of one job type / one parent)."""
+    # openlineage-python's validators re-check what we built from our own records (UUIDs, ISO times, URIs)
+    # and cost three quarters of the build; the official JSON schemas check our events in the tests instead.
+    with attrs.validators.disabled():
+        plain = _plain(_core_event(record))
+    # The same facets for every child of a task run or Spark app: built and serialized once per parent.
+    plain["job"]["facets"]["jobType"] = _job_type_plain(record.job_type)
+    if record.parent is not None:
+        plain["run"]["facets"]["parent"] = _parent_plain(record.parent, record.root)
+    return plain

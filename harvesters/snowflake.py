@@ -1,0 +1,710 @@
+"""Snowflake query history -> statements: rows, tags, lineage (ACCESS_HISTORY, else the SQL text), the harvest loop.
+
+A history row is one query of ``ACCOUNT_USAGE.QUERY_HISTORY`` (optionally joined with ``ACCESS_HISTORY``),
+``INFORMATION_SCHEMA.QUERY_HISTORY()``, or a CSV / JSON-lines export of them (:func:`read_history`). Each
+row becomes a :class:`harvesters.tasks.Statement` handed to the source-neutral
+:class:`harvesters.tasks.TaskGrouper`, so every query is one run (id fixed by QUERY_ID) under a task run.
+
+* **Lineage**: where the row carries ACCESS_HISTORY, its objects are the lineage (``DIRECT_OBJECTS_ACCESSED``,
+  else ``BASE_OBJECTS_ACCESSED`` -> inputs; ``OBJECTS_MODIFIED`` and ``OBJECT_MODIFIED_BY_DDL`` -> outputs;
+  only the domains in :data:`LINEAGE_DOMAINS`); otherwise QUERY_TEXT is parsed with
+  :func:`harvesters.sql.table_lineage` (dialect ``snowflake``, the row's DATABASE_NAME and SCHEMA_NAME as
+  defaults), memoised by QUERY_PARAMETERIZED_HASH or the statement shape.
+* **Task** (:func:`task_of`): a plain QUERY_TAG is the task's name; ``openlineage_parent_id=<ns>/<job>/<runId>``
+  in the tag (plain, or the key of a JSON tag) makes that run the task run's parent; a tag with only a
+  parent id names the task ``{parent job}.snowflake``; an untagged query belongs to the task
+  ``{USER_NAME}.{WAREHOUSE_NAME}`` of its session (grouped by session, so temp tables resolve through).
+* **Procedures**: a query with a PARENT_QUERY_ID runs inside that CALL: the grouper's module run
+  ``{task}.{procedure}`` stands for the CALL (it carries the CALL's externalQuery and sql facets and
+  completes at the CALL's END_TIME, FAIL when the CALL failed), the query's run is its child.
+* **Temp tables**: names created by ``CREATE TEMPORARY TABLE`` in a session are passed to the parser for the
+  session's later queries (and recognised in ACCESS_HISTORY objects), so the grouper resolves them to the
+  tables that filled them.
+* **Windows and duplicates** (:class:`SeenQueries`): rows are de-duplicated by QUERY_ID; the ids whose
+  END_TIME falls in the overlap of the next window are kept in the state, so overlapping windows (late rows)
+  never emit a query twice.
+"""
+from __future__ import annotations
+
+import csv
+import heapq
+import io
+import json
+import re
+import sys
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+from typing import IO, Any
+
+import attrs
+from openlineage.client.facet_v2 import error_message_run, external_query_run, sql_job
+
+from emitter.naming import normalize_name
+from emitter.records import START, RunRecord
+from harvesters.sqlserver import Lineage, Skip, reason_of, statement_shape
+from harvesters.state import Window
+from harvesters.tasks import UNKNOWN_TASK, Statement, TaskGrouper, find_parent_ids, is_run_marker, task_job_name
+
+DIALECT = "snowflake"
+INTEGRATION = "SNOWFLAKE"
+#: ACCESS_HISTORY object domains that are datasets (case-insensitive); stages, streams, functions are not.
+LINEAGE_DOMAINS = frozenset({"table", "view", "materialized view", "secure view", "external table",
+                             "dynamic table", "iceberg table"})
+#: EXECUTION_STATUS of a query that ran to its end; any other finished status is a failure.
+SUCCESS_STATUSES = frozenset({"SUCCESS"})
+#: Statuses of queries not finished yet (INFORMATION_SCHEMA shows them): skipped, a later harvest takes them.
+UNFINISHED_STATUSES = frozenset({"RUNNING", "QUEUED", "BLOCKED", "RESUMING_WAREHOUSE", "QUEUED_REPAIRING_WAREHOUSE"})
+#: QUERY_TYPEs that never read or write a table: not parsed, counted as statements without lineage.
+NO_LINEAGE_QUERY_TYPES = frozenset({
+    "SHOW", "DESCRIBE", "DESCRIBE_QUERY", "USE", "ALTER_SESSION", "COMMIT", "ROLLBACK", "BEGIN_TRANSACTION",
+    "SET", "UNSET", "GRANT", "REVOKE", "EXPLAIN", "PUT_FILES", "GET_FILES", "LIST_FILES", "REMOVE_FILES",
+    "ALTER_USER", "CREATE_USER", "CREATE_ROLE", "ALTER_WAREHOUSE_SUSPEND", "ALTER_WAREHOUSE_RESUME",
+})
+#: QUERY_TYPE of a stored procedure call (also recognised from the text, for exports without QUERY_TYPE).
+CALL_QUERY_TYPES = frozenset({"CALL", "CALL_PROCEDURE"})
+_CALL = re.compile(r'^\s*CALL\s+((?:"(?:[^"]|"")+"|[\w$]+)(?:\s*\.\s*(?:"(?:[^"]|"")+"|[\w$]+))*)', re.I)
+#: A table named by a string literal (``IDENTIFIER('db.s.t')``): the literal is part of the lineage, so it is
+#: kept in the cache key (see :func:`_literal_as_identifier`).
+_NAMED_BY_LITERAL = re.compile(r"(?i)\b(identifier|table)(\s*\(\s*)'((?:[^']|'')*)'")
+#: Keys of a JSON QUERY_TAG naming the task (first present wins).
+JSON_TASK_KEYS = ("openlineage_task", "task", "job", "app")
+PARENT_KEY, ROOT_PARENT_KEY = "openlineage_parent_id", "openlineage_root_parent_id"
+#: Task of a tag that only names a parent: ``{parent job}.snowflake`` (a child name Marquez keeps as is).
+PARENT_ONLY_TASK_SUFFIX = "snowflake"
+#: Module name of a procedure child whose CALL row was not read (outside the window).
+UNKNOWN_PROCEDURE = "procedure"
+#: How exports write NULL: empty (Snowsight, most CSV writers) or ``\N`` (COPY INTO @stage's default NULL_IF).
+NULL_TEXTS = frozenset({"", "\\N"})
+DEFAULT_MAX_STATEMENT_CHARS = 1_000_000
+#: Rows held to put a nearly ordered input (e.g. ordered by END_TIME) in START_TIME order.
+DEFAULT_REORDER_ROWS = 10_000
+#: Sessions whose temp table names are remembered (least recently used out).
+SESSION_MEMORY = 10_000
+
+# ---- rows -----------------------------------------------------------------------------------------------
+
+_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}(?::\d{2})?)(?:\.(\d+))?\s*(Z|[+-]\d{2}:?\d{2})?$", re.I)
+
+
+def parse_time(value: Any) -> datetime:
+    """``2024-06-01 01:00:00.000 +0000`` (Snowflake's export), ISO 8601, or a datetime; naive means UTC.
+
+    Raises ValueError on anything else. Nanoseconds are cut to microseconds.
+    """
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    text = str(value).strip()
+    if len(text) >= 16 and text[10] in " T":  # fast path (Python 3.11 reads all of these); the regex otherwise
+        try:
+            instant = datetime.fromisoformat(text.replace(" +", "+").replace(" -", "-"))
+            return instant if instant.tzinfo else instant.replace(tzinfo=timezone.utc)
+        except ValueError:
+            pass
+    match = _TIME.match(text)
+    if not match:
+        raise ValueError(f"not a timestamp: {value!r}")
+    day, clock, fraction, zone = match.groups()
+    text = f"{day}T{clock}" + (f".{fraction[:6].ljust(6, '0')}" if fraction else "")
+    if zone and zone.upper() != "Z":
+        text += zone if ":" in zone else f"{zone[:3]}:{zone[3:]}"
+    instant = datetime.fromisoformat(text)
+    return instant if instant.tzinfo else instant.replace(tzinfo=timezone.utc)
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _count(value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def _objects(value: Any) -> tuple[Any, ...] | None:
+    """An ACCESS_HISTORY column: JSON text or already decoded; None when absent (no ACCESS_HISTORY row)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        value = json.loads(value)
+    if isinstance(value, Mapping):  # OBJECT_MODIFIED_BY_DDL is one object, not an array
+        return (value,)
+    return tuple(value or ())
+
+
+@attrs.frozen(slots=True)
+class HistoryRow:
+    """One query of the history, with the columns the harvester uses."""
+
+    query_id: str
+    text: str
+    start: datetime
+    end: datetime
+    database: str | None = None
+    schema: str | None = None
+    query_type: str = ""
+    session: str = ""
+    user: str = ""
+    role: str = ""
+    warehouse: str = ""
+    tag: str = ""
+    status: str = "SUCCESS"
+    error_message: str | None = None
+    rows_inserted: int | None = None
+    rows_updated: int | None = None
+    parameterized_hash: str = ""
+    direct: tuple[Any, ...] | None = None  # ACCESS_HISTORY objects; None = no ACCESS_HISTORY row
+    base: tuple[Any, ...] | None = None
+    modified: tuple[Any, ...] | None = None
+    modified_by_ddl: tuple[Any, ...] | None = None
+    parent_query_id: str = ""
+    root_query_id: str = ""
+
+    @property
+    def has_access_history(self) -> bool:
+        return self.direct is not None or self.base is not None or self.modified is not None \
+            or self.modified_by_ddl is not None
+
+
+@attrs.frozen
+class Unreadable:
+    """A row that could not be read, and why (counted in the summary, exit code 1)."""
+
+    reason: str
+
+
+def row_from_mapping(values: Mapping[str, Any]) -> HistoryRow | Unreadable:
+    """A :class:`HistoryRow` from a mapping keyed by the views' column names (any case)."""
+    # exports and cursors use the views' upper-case names; anything else is upper-cased once
+    found = values.get if "QUERY_ID" in values else {str(k).upper(): v for k, v in values.items()}.get
+
+    def get(column: str) -> Any:
+        value = found(column)
+        return None if isinstance(value, str) and value in NULL_TEXTS else value
+
+    query_id = _text(get("QUERY_ID")).strip()
+    if not query_id:
+        return Unreadable("no QUERY_ID")
+    try:
+        start = parse_time(get("START_TIME"))
+        end = parse_time(get("END_TIME")) if get("END_TIME") not in (None, "") else start
+    except ValueError:
+        return Unreadable("bad START_TIME/END_TIME")
+    try:
+        objects = [_objects(get(c)) for c in ("DIRECT_OBJECTS_ACCESSED", "BASE_OBJECTS_ACCESSED",
+                                              "OBJECTS_MODIFIED", "OBJECT_MODIFIED_BY_DDL")]
+    except (ValueError, TypeError):
+        return Unreadable("malformed ACCESS_HISTORY JSON")
+    return HistoryRow(
+        query_id=query_id, text=_text(get("QUERY_TEXT")), start=start, end=max(start, end),
+        database=_text(get("DATABASE_NAME")) or None, schema=_text(get("SCHEMA_NAME")) or None,
+        query_type=_text(get("QUERY_TYPE")).upper(), session=_text(get("SESSION_ID")), user=_text(get("USER_NAME")),
+        role=_text(get("ROLE_NAME")), warehouse=_text(get("WAREHOUSE_NAME")), tag=_text(get("QUERY_TAG")),
+        status=_text(get("EXECUTION_STATUS")).upper() or "SUCCESS", error_message=_text(get("ERROR_MESSAGE")) or None,
+        rows_inserted=_count(get("ROWS_INSERTED")), rows_updated=_count(get("ROWS_UPDATED")),
+        parameterized_hash=_text(get("QUERY_PARAMETERIZED_HASH")),
+        direct=objects[0], base=objects[1], modified=objects[2], modified_by_ddl=objects[3],
+        parent_query_id=_text(get("PARENT_QUERY_ID")), root_query_id=_text(get("ROOT_QUERY_ID")),
+    )
+
+
+# csv's default field limit (128 KiB) is below real query texts
+csv.field_size_limit(64 * 1024 * 1024)
+
+
+def read_history(stream: IO[str]) -> Iterator[HistoryRow | Unreadable]:
+    """Rows of a history export, streamed: JSON lines (one object per line) or CSV with a header row.
+
+    The format is told by the first non-blank character (``{`` = JSON lines).
+    """
+    head = ""
+    while not head:
+        line = stream.readline()
+        if not line:
+            return
+        head = line.lstrip("\ufeff")
+        if not head.strip():
+            head = ""
+    if head.lstrip().startswith("{"):
+        yield from _json_lines(head, stream)
+    else:
+        reader = csv.DictReader(_chain(head, stream))
+        for values in reader:
+            yield row_from_mapping(values)
+
+
+def _chain(first: str, stream: IO[str]) -> Iterator[str]:
+    yield first
+    yield from stream
+
+
+def _json_lines(first: str, stream: IO[str]) -> Iterator[HistoryRow | Unreadable]:
+    for line in _chain(first, stream):
+        if not line.strip():
+            continue
+        try:
+            values = json.loads(line)
+        except ValueError:
+            yield Unreadable("malformed JSON line")
+            continue
+        yield row_from_mapping(values) if isinstance(values, Mapping) else Unreadable("malformed JSON line")
+
+
+def in_start_order(rows: Iterable[HistoryRow | Unreadable], hold: int = DEFAULT_REORDER_ROWS
+                   ) -> Iterator[HistoryRow | Unreadable]:
+    """The rows by START_TIME (then QUERY_ID), holding at most ``hold`` rows: sorts an input that is ordered
+    or nearly ordered (by END_TIME, or concatenated overlapping exports) in bounded memory."""
+    heap: list[tuple[datetime, str, int, HistoryRow]] = []
+    for seq, row in enumerate(rows):
+        if isinstance(row, Unreadable):
+            yield row
+            continue
+        heapq.heappush(heap, (row.start, row.query_id, seq, row))
+        if len(heap) > hold:
+            yield heapq.heappop(heap)[3]
+    while heap:
+        yield heapq.heappop(heap)[3]
+
+
+# ---- tags -------------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class TaskTag:
+    """What a query's tag (and comments) say about its task: the raw task name and the Airflow parent."""
+
+    task: str
+    parent_id: str | None = None
+    root_parent_id: str | None = None
+
+
+def _parent_task(parent_id: str | None) -> str | None:
+    """``ns/dag.task/runId`` -> ``dag::task::snowflake`` (job ``dag.task.snowflake``)."""
+    if not parent_id:
+        return None
+    _, _, rest = parent_id.rpartition("/")
+    job = parent_id[: -len(rest) - 1].rpartition("/")[2] if rest else ""
+    parts = [p for p in job.split(".") if p]
+    return "::".join([*parts, PARENT_ONLY_TASK_SUFFIX]) if parts else None
+
+
+@lru_cache(maxsize=8192)  # few distinct tags, users and warehouses
+def _tag_task(tag: str, user: str, warehouse: str) -> TaskTag:
+    untagged = "::".join(p for p in (user, warehouse) if p) or UNKNOWN_TASK
+    stripped = tag.strip()
+    if stripped.startswith("{"):
+        try:
+            data = json.loads(stripped)
+        except ValueError:
+            data = None
+        if isinstance(data, Mapping):
+            parent = _text(data.get(PARENT_KEY)).strip() or None
+            root = _text(data.get(ROOT_PARENT_KEY)).strip() or None if parent else None
+            task = next((_text(data[k]).strip() for k in JSON_TASK_KEYS if _text(data.get(k)).strip()), "")
+            return TaskTag(task or _parent_task(parent) or untagged, parent, root)
+    if not stripped:
+        return TaskTag(untagged)
+    parent, root = find_parent_ids(stripped, "")
+    if task_job_name(stripped) == UNKNOWN_TASK:  # the tag held only the parent hint
+        return TaskTag(_parent_task(parent) or untagged, parent, root)
+    return TaskTag(stripped, parent, root)
+
+
+def task_of(row: HistoryRow) -> TaskTag:
+    """The task of a query: from its QUERY_TAG, else its user and warehouse; the parent from the tag, else from
+    an ``openlineage_parent_id=`` comment in the text."""
+    found = _tag_task(row.tag, row.user, row.warehouse)
+    if found.parent_id is None and "openlineage_" in row.text:
+        parent, root = find_parent_ids("", row.text)
+        if parent:
+            task = found.task
+            if not row.tag.strip():
+                task = _parent_task(parent) or task
+            return TaskTag(task, parent, root)
+    return found
+
+
+# ---- lineage ----------------------------------------------------------------------------------------------
+
+_NAME_PART = re.compile(r'"((?:[^"]|"")*)"|([^."]+)')
+
+
+def object_name(name: str) -> str:
+    """ACCESS_HISTORY ``objectName`` -> ``DB.SCHEMA.TABLE``: quoted parts exact without their quotes,
+    unquoted parts as Snowflake stored them (upper-case unless created quoted)."""
+    if '"' not in name:
+        return name
+    parts = []
+    for match in _NAME_PART.finditer(name):
+        quoted, plain = match.groups()
+        parts.append(quoted.replace('""', '"') if quoted is not None else plain)
+    return ".".join(parts)
+
+
+def _dataset_names(objects: Iterable[Any] | None) -> list[str]:
+    names: dict[str, None] = {}
+    for item in objects or ():
+        if isinstance(item, Mapping) and str(item.get("objectDomain", "")).lower() in LINEAGE_DOMAINS \
+                and item.get("objectName"):
+            names[object_name(str(item["objectName"]))] = None
+    return list(names)
+
+
+def _last_part(name: str) -> str:
+    return name.rsplit(".", 1)[-1].strip('"').casefold()
+
+
+def _literal_as_identifier(match: re.Match[str]) -> str:
+    """``IDENTIFIER('db.s.t')`` -> ``IDENTIFIER(__lit_<hex of db.s.t>``: a name the statement shape keeps."""
+    return f"{match.group(1)}{match.group(2)}__lit_{match.group(3).encode('utf-8').hex()}"
+
+
+class LineageCache:
+    """``table_lineage`` in the Snowflake dialect, memoised (least recently used out) by
+    (QUERY_PARAMETERIZED_HASH or statement shape, database, schema, the session's temp tables)."""
+
+    def __init__(self, max_entries: int = 20_000) -> None:
+        from harvesters.sql import table_lineage
+
+        self._table_lineage = table_lineage
+        self.max_entries = max_entries
+        self._cache: OrderedDict[tuple[Any, ...], Lineage] = OrderedDict()
+        self.hits = self.misses = 0
+
+    def lineage(self, sql: str, database: str | None, schema: str | None, temps: frozenset[str] = frozenset(),
+                parameterized_hash: str = "") -> Lineage:
+        if "(" in sql and _NAMED_BY_LITERAL.search(sql):
+            shape = statement_shape(_NAMED_BY_LITERAL.sub(_literal_as_identifier, sql))
+        else:
+            shape = "hash:" + parameterized_hash if parameterized_hash else statement_shape(sql)
+        if temps:  # only the temp tables the text may name: the others must not split the cache
+            lowered = sql.casefold()
+            temps = frozenset(t for t in temps if _last_part(t) in lowered)
+        key = (shape, database, schema, temps)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self.hits += 1
+            self._cache.move_to_end(key)
+            return cached
+        self.misses += 1
+        found = self._table_lineage(sql, DIALECT, default_database=database, default_schema=schema,
+                                    temp_tables=temps)
+        result = Lineage(tuple(found.inputs), tuple(found.outputs), tuple(found.temp_inputs),
+                         tuple(found.temp_outputs), tuple(found.statement_types), found.error)
+        self._cache[key] = result
+        if len(self._cache) > self.max_entries:
+            self._cache.popitem(last=False)
+        return result
+
+
+@attrs.frozen
+class Call:
+    """A stored procedure call read from the history: its children's module run stands for it."""
+
+    query_id: str
+    procedure: str
+    sql: str
+    end: datetime
+    failed: bool
+    error_message: str | None
+
+
+def procedure_name(sql: str) -> str | None:
+    """``CALL db.sch."Load_Orders"(1)`` -> ``Load_Orders`` (the procedure's own name), None if not a CALL."""
+    match = _CALL.match(sql)
+    if not match:
+        return None
+    last = list(_NAME_PART.finditer(match.group(1).replace(" ", "")))[-1]
+    return last.group(1).replace('""', '"') if last.group(1) is not None else last.group(2)
+
+
+class RowConverter:
+    """Turns history rows into :class:`Statement` / :class:`Skip`, remembering CALLs (:attr:`calls`) for their
+    children."""
+
+    def __init__(self, namespace: str, lineage: LineageCache,
+                 max_statement_chars: int = DEFAULT_MAX_STATEMENT_CHARS) -> None:
+        self.namespace = namespace
+        self.lineage = lineage
+        self.max_statement_chars = max_statement_chars
+        self._temps: OrderedDict[str, frozenset[str]] = OrderedDict()  # session -> temp tables it created
+        self.calls: dict[str, Call] = {}  # CALLs read, by QUERY_ID, until their end is passed
+
+    def convert(self, row: HistoryRow) -> Statement | Skip:
+        if row.status in UNFINISHED_STATUSES:
+            return Skip("query not finished")
+        failed = row.status not in SUCCESS_STATUSES
+        tag = task_of(row)
+        procedure = procedure_name(row.text) if row.query_type in CALL_QUERY_TYPES or row.query_type == "" \
+            else None
+        if procedure is not None:
+            # a CALL: its children carry the lineage; it becomes their module run
+            self.calls[row.query_id] = Call(row.query_id, procedure, row.text, row.end, failed,
+                                            self._error(row) if failed else None)
+        temps = self._temps.get(row.session, frozenset())
+        if row.session in self._temps:
+            self._temps.move_to_end(row.session)
+        inputs: tuple[str, ...] = ()
+        outputs: tuple[str, ...] = ()
+        temp_inputs: tuple[str, ...] = ()
+        temp_outputs: tuple[str, ...] = ()
+        types: tuple[str, ...] = (row.query_type,) if row.query_type else ()
+        if procedure is None and row.query_type not in NO_LINEAGE_QUERY_TYPES:
+            parsed = self._parse(row, temps)
+            if isinstance(parsed, Skip) and not row.has_access_history:
+                return parsed
+            if not isinstance(parsed, Skip):
+                temp_inputs, temp_outputs = parsed.temp_inputs, parsed.temp_outputs
+                types = types or parsed.statement_types
+            if row.has_access_history:
+                inputs, outputs, temp_inputs, temp_outputs = self._access_lineage(
+                    row, temps | {t.casefold() for t in temp_outputs}, temp_inputs, temp_outputs)
+            elif not isinstance(parsed, Skip):
+                inputs, outputs = parsed.inputs, parsed.outputs
+        if temp_outputs:
+            self._remember_temps(row.session, temps | {t.casefold() for t in temp_outputs})
+        module_key = row.parent_query_id or None
+        module = None
+        if module_key:
+            call = self.calls.get(module_key)
+            module = call.procedure if call else UNKNOWN_PROCEDURE
+        return Statement(
+            query_id=row.query_id, start=row.start, end=row.end, task=tag.task, host=row.user,
+            session=row.session, sql=row.text, namespace=self.namespace, dialect=DIALECT, inputs=inputs,
+            outputs=outputs, temp_inputs=temp_inputs, temp_outputs=temp_outputs, statement_types=types,
+            failed=failed, error_message=self._error(row) if failed else None, parent_id=tag.parent_id,
+            root_parent_id=tag.root_parent_id, marker=is_run_marker(row.text), module=module, module_key=module_key,
+            row_count=self._row_count(row),
+        )
+
+    def _parse(self, row: HistoryRow, temps: frozenset[str]) -> Lineage | Skip:
+        if len(row.text) > self.max_statement_chars:
+            return Skip(f"statement longer than {self.max_statement_chars} characters", unparsed=True)
+        found = self.lineage.lineage(row.text, row.database, row.schema, temps, row.parameterized_hash)
+        if found.error:
+            return Skip(reason_of(found.error), unparsed=True)
+        return found
+
+    def _access_lineage(self, row: HistoryRow, temps: frozenset[str], parsed_temp_inputs: tuple[str, ...],
+                        parsed_temp_outputs: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+        """ACCESS_HISTORY's objects, the session's temp tables set apart (ACCESS_HISTORY lists them as tables)."""
+        read = _dataset_names(row.direct) if row.direct else _dataset_names(row.base)
+        written = list(dict.fromkeys([*_dataset_names(row.modified), *_dataset_names(row.modified_by_ddl)]))
+        temp_names = {_last_part(t) for t in temps}
+        temp_in = [n for n in read if _last_part(n) in temp_names]
+        temp_out = [n for n in written if _last_part(n) in temp_names]
+        inputs = tuple(n for n in read if n not in temp_in)
+        outputs = tuple(n for n in written if n not in temp_out)
+        temp_inputs = tuple(dict.fromkeys([*parsed_temp_inputs, *(n.rsplit(".", 1)[-1] for n in temp_in)]))
+        temp_outputs = tuple(dict.fromkeys([*parsed_temp_outputs, *(n.rsplit(".", 1)[-1] for n in temp_out)]))
+        return inputs, outputs, temp_inputs, temp_outputs
+
+    def _remember_temps(self, session: str, temps: frozenset[str]) -> None:
+        self._temps[session] = temps
+        self._temps.move_to_end(session)
+        if len(self._temps) > SESSION_MEMORY:
+            self._temps.popitem(last=False)
+
+    @staticmethod
+    def _error(row: HistoryRow) -> str:
+        return row.error_message or f"EXECUTION_STATUS {row.status}"
+
+    @staticmethod
+    def _row_count(row: HistoryRow) -> int | None:
+        if row.rows_inserted is None and row.rows_updated is None:
+            return None
+        return (row.rows_inserted or 0) + (row.rows_updated or 0)
+
+
+# ---- facets the grouper does not add --------------------------------------------------------------------
+
+
+def query_facets(query_id: str, namespace: str) -> dict[str, Any]:
+    """The ``externalQuery`` run facet: the query's id in Snowflake, and the account's namespace."""
+    return {"externalQuery": external_query_run.ExternalQueryRunFacet(externalQueryId=query_id, source=namespace)}
+
+
+class FacetSink:
+    """Sits between the grouper and the emitter: adds the ``externalQuery`` run facet to the query run of the
+    statement being added, and the CALL's facets to the module run standing for it."""
+
+    def __init__(self, sink: Callable[[RunRecord], None]) -> None:
+        self._sink = sink
+        self.statement: tuple[str, str] | None = None  # (QUERY_ID, namespace) of the statement being added
+        self._statement_facets: Mapping[str, Any] | None = None  # built on first use (most rows emit nothing)
+        self.module: tuple[str, Mapping[str, Any], Mapping[str, Any]] | None = None  # (job suffix, run, job facets)
+        self._module_facets: dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}  # run id -> facets
+
+    def __call__(self, record: RunRecord) -> None:
+        if record.job_type.job_type == "QUERY" and self.statement is not None:
+            if self._statement_facets is None:
+                self._statement_facets = query_facets(*self.statement)
+            record = attrs.evolve(record, run_facets={**record.run_facets, **self._statement_facets})
+        elif record.job_type.job_type == "TASK":
+            if record.event_type == START and self.module is not None and record.parent is not None \
+                    and record.job.name == f"{record.parent.job.name}.{self.module[0]}":
+                self._module_facets[record.run_id] = self.module[1:]
+                self.module = None
+            facets = self._module_facets.pop(record.run_id, None) if record.is_terminal \
+                else self._module_facets.get(record.run_id)
+            if facets is not None:
+                record = attrs.evolve(record, run_facets={**record.run_facets, **facets[0]},
+                                      job_facets={**record.job_facets, **facets[1]})
+        self._sink(record)
+
+    def end_statement(self) -> None:
+        """The statement's records were all handed over."""
+        self.statement = self._statement_facets = self.module = None
+
+    def fail_module(self, call_query_id: str, error: Any) -> None:
+        """The CALL failed: its module run's FAIL event carries ``error`` (an errorMessage facet)."""
+        for run_id, (run_facets, job_facets) in self._module_facets.items():
+            external = run_facets.get("externalQuery")
+            if external is not None and external.externalQueryId == call_query_id:
+                self._module_facets[run_id] = ({**run_facets, "errorMessage": error}, job_facets)
+                return
+
+
+# ---- de-duplication ------------------------------------------------------------------------------------
+
+
+class SeenQueries:
+    """QUERY_IDs already harvested, by END_TIME: the saved ones (the previous window's overlap) and this
+    harvest's, pruned as the input's START_TIME clock passes (a duplicate of a row comes at its START_TIME,
+    so an id whose END_TIME lies more than ``slack`` behind the clock can no longer repeat)."""
+
+    def __init__(self, saved: Mapping[str, str] | None = None, slack: timedelta = timedelta(hours=1)) -> None:
+        self._ends: dict[str, datetime] = {qid: parse_time(end) for qid, end in (saved or {}).items()}
+        self.slack = slack
+        self._clock: datetime | None = None
+        self._added = 0
+
+    def add(self, query_id: str, start: datetime, end: datetime) -> bool:
+        """Record the query; False when it was seen before (a duplicate)."""
+        if query_id in self._ends:
+            return False
+        self._ends[query_id] = end
+        self._clock = start if self._clock is None or start > self._clock else self._clock
+        self._added += 1
+        if self._added % 4096 == 0:
+            floor = self._clock - self.slack
+            self._ends = {q: e for q, e in self._ends.items() if e >= floor}
+        return True
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def state(self, since: datetime) -> dict[str, str]:
+        """The ids ending at or after ``since`` (the next window's start), JSON-ready."""
+        return {q: e.isoformat() for q, e in sorted(self._ends.items()) if e >= since}
+
+
+# ---- the harvest loop ----------------------------------------------------------------------------------
+
+
+@attrs.define
+class HarvestCounts:
+    """What a harvest read and skipped (the fields ``harvesters.cli.summary_line`` prints)."""
+
+    events: int = 0  # history rows read
+    unreadable: Counter[str] = attrs.field(factory=Counter)
+    skipped: Counter[str] = attrs.field(factory=Counter)
+    unparsed: Counter[str] = attrs.field(factory=Counter)
+    outside_window: int = 0  # unused: rows outside the window are counted in ``source`` with their side
+    source: Counter[str] = attrs.field(factory=Counter)  # duplicates, rows outside the window, reader notes
+
+
+class Harvest:
+    """Feeds history rows through the converter into the task grouper, within a window on END_TIME."""
+
+    def __init__(self, converter: RowConverter, grouper: TaskGrouper, sink: FacetSink, window: Window,
+                 seen: SeenQueries, tick: Callable[[Harvest], None] | None = None) -> None:
+        self.converter = converter
+        self.grouper = grouper
+        self.sink = sink
+        self.window = window
+        self.seen = seen
+        self.counts = HarvestCounts()
+        self.last_end: datetime | None = None  # latest END_TIME harvested
+        self._tick = tick
+        self._last_sweep: datetime | None = None
+        self._call_ends: list[tuple[datetime, str]] = []
+
+    def feed(self, row: HistoryRow | Unreadable) -> None:
+        """Handle one row (rows must come in START_TIME order, see :func:`in_start_order`)."""
+        if isinstance(row, Unreadable):
+            self.counts.unreadable[row.reason] += 1
+            return
+        self.counts.events += 1
+        if self._tick is not None and self.counts.events % 2048 == 0:
+            self._tick(self)
+        if self.window.start is not None and row.end < self.window.start:
+            self.counts.source["rows ending before the window"] += 1
+            return
+        if self.window.end is not None and row.end >= self.window.end:
+            self.counts.source["rows after the window (next harvest)"] += 1
+            return
+        if row.status in UNFINISHED_STATUSES:
+            self.counts.skipped["query not finished"] += 1
+            return
+        if not self.seen.add(row.query_id, row.start, row.end):
+            self.counts.source["duplicate rows"] += 1
+            return
+        self._end_calls(row.start)
+        self.last_end = row.end if self.last_end is None or row.end > self.last_end else self.last_end
+        result = self.converter.convert(row)
+        if isinstance(result, Skip):
+            (self.counts.unparsed if result.unparsed else self.counts.skipped)[result.reason] += 1
+            return
+        call = self.converter.calls.get(row.query_id)
+        if call is not None:
+            heapq.heappush(self._call_ends, (call.end, call.query_id))
+        self._add(result)
+        self._sweep(row.start)
+
+    def finish(self) -> None:
+        """End of the input: complete the module runs of every CALL read (their children all started)."""
+        self._end_calls(None)
+
+    def _add(self, statement: Statement) -> None:
+        self.sink.statement = (statement.query_id, statement.namespace)
+        if statement.module_key:
+            call = self.converter.calls.get(statement.module_key)
+            run_facets = query_facets(statement.module_key, statement.namespace)
+            job_facets: dict[str, Any] = {}
+            if call is not None:
+                job_facets["sql"] = sql_job.SQLJobFacet(query=call.sql, dialect=DIALECT)
+            self.sink.module = (normalize_name(statement.module or ""), run_facets, job_facets)
+        try:
+            self.grouper.add(statement)
+        finally:
+            self.sink.end_statement()
+
+    def _end_calls(self, before: datetime | None) -> None:
+        while self._call_ends and (before is None or self._call_ends[0][0] < before):
+            end, query_id = heapq.heappop(self._call_ends)
+            call = self.converter.calls.pop(query_id)
+            if call.failed:
+                self.sink.fail_module(call.query_id, error_message_run.ErrorMessageRunFacet(
+                    message=call.error_message or "procedure failed", programmingLanguage="SQL"))
+            self.grouper.end_module(query_id, end, call.failed)
+
+    def _sweep(self, clock: datetime) -> None:
+        # complete task runs gone idle as the history's clock advances (bounded open runs on long inputs)
+        if self._last_sweep is None:
+            self._last_sweep = clock
+        elif clock - self._last_sweep > self.grouper.idle_gap:
+            self.grouper.close_idle(clock)
+            self._last_sweep = clock
+
+
+def open_history(path: str) -> IO[str]:
+    """A history file (``-`` = stdin) as text; UTF-8 with or without a byte order mark."""
+    if path == "-":
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig", newline="")
+    return open(path, encoding="utf-8-sig", newline="")

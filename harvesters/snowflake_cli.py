@@ -1,0 +1,234 @@
+"""``harvest snowflake``: lineage from Snowflake's query history (an export file, or read live), run from cron.
+
+Same cron behaviour, exit codes and summary line as ``harvest sqlserver`` (see :mod:`harvesters.cli`). The
+state keeps the end of the last window (on END_TIME), the QUERY_IDs harvested inside the next window's
+overlap, and the task runs still open.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # kept import-light: `harvest sqlserver` loads this module too
+    from harvesters.snowflake import HistoryRow, Unreadable
+
+#: Overlap of an offline harvest with the previous one (rows of the next export that end this long before the
+#: last harvested END_TIME are still taken, if not harvested before).
+OFFLINE_OVERLAP = timedelta(hours=1)
+
+
+def _minutes(text: str) -> timedelta:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of minutes: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("minutes cannot be negative")
+    return timedelta(minutes=value)
+
+
+def add_snowflake_parser(sub: Any) -> None:
+    """Register ``harvest snowflake`` on the ``harvest`` subcommand parser."""
+    from harvesters.cli import _add_common
+    from harvesters.snowflake_live import SOURCES, USER_SOURCES
+
+    parser = sub.add_parser("snowflake", help="harvest Snowflake query history",
+                            description="Harvest lineage from Snowflake's query history (see README).")
+    source = parser.add_argument_group("source (one of)")
+    source.add_argument("--history", action="append", metavar="FILE",
+                        help="QUERY_HISTORY export (optionally joined with ACCESS_HISTORY): CSV with a header row "
+                             "or JSON lines, the views' column names; '-' reads stdin (repeatable)")
+    source.add_argument("--connector", action="store_true",
+                        help="read live with snowflake-connector-python (extra 'snowflake')")
+    source.add_argument("--odbc", metavar="CONNSTR",
+                        help="read live through pyodbc, e.g. 'Driver=SnowflakeDSIIDriver;"
+                             "Server=myorg-acct.snowflakecomputing.com;Warehouse=WH;Role=R' (no secrets in it)")
+    parser.add_argument("--account", required=True, metavar="ORG-ACCOUNT",
+                        help="account identifier: names the datasets (snowflake://org-account) and the connection")
+    parser.add_argument("--user", help="login for a live harvest")
+    parser.add_argument("--password-env", metavar="VAR", help="environment variable holding the password")
+    parser.add_argument("--private-key-file", metavar="PATH", help="private key (PEM) for key-pair authentication")
+    parser.add_argument("--private-key-passphrase-env", metavar="VAR",
+                        help="environment variable holding the private key's passphrase")
+    parser.add_argument("--warehouse", help="warehouse of the live harvest's own queries")
+    parser.add_argument("--role", help="role of the live harvest (needs IMPORTED PRIVILEGES on SNOWFLAKE for "
+                                       "ACCOUNT_USAGE)")
+    parser.add_argument("--source", default="account_usage", metavar="{" + ",".join(USER_SOURCES) + "}",
+                        choices=[*USER_SOURCES, *(s for s in SOURCES if s not in USER_SOURCES)],
+                        help="live: account_usage (QUERY_HISTORY joined with ACCESS_HISTORY when readable; "
+                             "default) or information_schema (INFORMATION_SCHEMA.QUERY_HISTORY(), low latency)")
+    parser.add_argument("--lag", type=_minutes, metavar="MINUTES",
+                        help="live: read up to now minus this (default: the source's latency, 180 with "
+                             "ACCESS_HISTORY, 45 without, 1 for information_schema)")
+    parser.add_argument("--overlap", type=_minutes, metavar="MINUTES",
+                        help="each window starts this long before the previous one ended; late rows in it are "
+                             "taken, rows already harvested skipped (default 60; 15 for information_schema)")
+    parser.add_argument("--max-statement-chars", type=int, default=None, metavar="N",
+                        help="longer query texts are not parsed for lineage (default 1000000)")
+    _add_common(parser)
+    parser.set_defaults(run=run_snowflake)
+
+
+def run_snowflake(args: argparse.Namespace) -> int:
+    """``harvest snowflake``: see the module docstring and the README section."""
+    from emitter.naming import snowflake_namespace
+    from emitter.redact import redact
+    from harvesters.cli import EXIT_OK, EXIT_SKIPPED, EXIT_USAGE, Progress, job_namespace, make_emitter, summary_line
+    from harvesters.snowflake import (
+        DEFAULT_MAX_STATEMENT_CHARS, INTEGRATION, FacetSink, LineageCache, RowConverter, parse_time,
+    )
+    from harvesters.snowflake_live import (
+        UsageError, connect_connector, connect_odbc, connector_arguments, odbc_connection_string,
+    )
+    from harvesters.state import Checkpoint, HarvestLock, LockBusy, StateError
+    from harvesters.tasks import TaskGrouper
+
+    label = "harvest snowflake"
+    live = bool(args.connector or args.odbc)
+    try:
+        if sum((bool(args.history), bool(args.connector), bool(args.odbc))) != 1:
+            raise UsageError("give --history FILE, or --connector / --odbc CONNSTR for a live harvest")
+        if not args.account.strip():
+            raise UsageError("--account is empty")
+        namespace = snowflake_namespace(args.account)
+        if args.history and args.state and "-" in args.history:
+            raise UsageError("--state cannot be kept for stdin ('--history -')")
+        connect: Callable[[], Any] | None = None
+        if args.odbc:
+            conn_str = odbc_connection_string(args.odbc, args.user, args.password_env, args.private_key_file,
+                                              args.private_key_passphrase_env)
+            connect = lambda: connect_odbc(conn_str)  # noqa: E731
+        elif args.connector:
+            arguments = connector_arguments(args.account, args.user, args.password_env, args.private_key_file,
+                                            args.private_key_passphrase_env, args.warehouse, args.role)
+            connect = lambda: connect_connector(arguments)  # noqa: E731
+        checkpoint = Checkpoint.load(args.state, f"snowflake {namespace}")
+    except (UsageError, StateError) as error:
+        print(f"{label}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+    lock = HarvestLock(args.state) if args.state and not args.dry_run else None
+    if lock is not None:
+        try:
+            lock.acquire()
+        except LockBusy as error:
+            print(f"{label}: {error}; nothing done (that harvest covers the input)", file=sys.stderr)
+            return EXIT_OK
+    try:
+        try:
+            emitter = make_emitter(args.conf, args.dry_run)
+        except ValueError as error:
+            print(f"{label}: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        sink = FacetSink(emitter.emit)
+        grouper = TaskGrouper(sink, job_namespace(args.namespace), INTEGRATION, args.idle_gap)
+        grouper.restore(checkpoint.last.get("open_runs", ()))
+        converter = RowConverter(namespace, LineageCache(), args.max_statement_chars or DEFAULT_MAX_STATEMENT_CHARS)
+        saved_end = checkpoint.last.get("window_end")
+        previous_end = parse_time(saved_end) if saved_end else None
+        progress = Progress(label)
+        now = datetime.now(timezone.utc)
+        try:
+            if connect is not None:
+                harvest, overlap, window_end, clock = _harvest_live(args, connect, converter, grouper, sink,
+                                                                     checkpoint, previous_end, now, progress)
+            else:
+                harvest, overlap, window_end, clock = _harvest_files(args, converter, grouper, sink, checkpoint,
+                                                                      previous_end, now, progress)
+        except UsageError as error:
+            print(f"{label}: {error}", file=sys.stderr)
+            emitter.close()
+            return EXIT_USAGE
+        except Exception as error:  # noqa: BLE001 - a live account may fail in many ways; nothing is committed
+            print(f"{label}: reading failed ({type(error).__name__}: {redact(str(error))}); state not advanced",
+                  file=sys.stderr)
+            emitter.close()
+            return EXIT_USAGE
+        progress.done()
+        state = checkpoint.current
+        if args.state:
+            grouper.close_idle(clock)
+            state["open_runs"] = grouper.open_runs_state()
+            if window_end is not None:
+                state["window_end"] = window_end.isoformat()
+                state["seen"] = harvest.seen.state(window_end - overlap)
+        else:
+            grouper.close_all()  # no next harvest to continue them
+        counts = emitter.close()
+        if counts.dropped:
+            note = f"{counts.dropped} events could not be delivered nor spooled: state not advanced"
+            print(summary_line(label, harvest, grouper, grouper.open_count, note), file=sys.stderr)
+            return EXIT_SKIPPED
+        if args.state and not args.dry_run:
+            checkpoint.commit()
+            note = f"state saved to {args.state}"
+        else:
+            note = "dry run, state untouched" if args.dry_run and args.state else "no state kept"
+        if live:
+            note = f"window {harvest.window.start.isoformat()} to {harvest.window.end.isoformat()}; {note}"
+        print(summary_line(label, harvest, grouper, grouper.open_count if args.state else 0, note), file=sys.stderr)
+        bad = sum(harvest.counts.unparsed.values()) + sum(harvest.counts.unreadable.values())
+        return EXIT_SKIPPED if bad else EXIT_OK
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, sink: Any, checkpoint: Any,
+                   previous_end: datetime | None, now: datetime, progress: Any) -> tuple[Any, timedelta, Any, datetime]:
+    """Offline: the export files, from the previous harvest's end minus the overlap (or --since) to --until."""
+    import os
+
+    from harvesters.snowflake import Harvest, SeenQueries, in_start_order, open_history, read_history
+    from harvesters.snowflake_live import UsageError
+    from harvesters.state import Window, closing_clock
+
+    for name in args.history:
+        if name != "-" and not os.path.isfile(name):
+            raise UsageError(f"no such file: {name}")
+    overlap = args.overlap if args.overlap is not None else OFFLINE_OVERLAP
+    start = args.since if args.since is not None else (previous_end - overlap if previous_end else None)
+    seen = SeenQueries(checkpoint.last.get("seen"), overlap)
+    harvest = Harvest(converter, grouper, sink, Window(start, args.until), seen, progress.tick)
+
+    def rows() -> Iterator[HistoryRow | Unreadable]:
+        for name in args.history:
+            with open_history(name) as stream:
+                yield from read_history(stream)
+
+    for row in in_start_order(rows()):
+        harvest.feed(row)
+    harvest.finish()
+    ends = [e for e in (previous_end, harvest.last_end) if e is not None]
+    return harvest, overlap, max(ends) if ends else None, closing_clock(now, args.until)
+
+
+def _harvest_live(args: argparse.Namespace, connect: Callable[[], Any], converter: Any, grouper: Any, sink: Any,
+                  checkpoint: Any, previous_end: datetime | None, now: datetime, progress: Any
+                  ) -> tuple[Any, timedelta, Any, datetime]:
+    """Live: the window ``[previous end - overlap, now - lag)`` of the chosen source, de-duplicated."""
+    from harvesters.snowflake import Harvest, SeenQueries, in_start_order
+    from harvesters.snowflake_live import SOURCES, choose_source, live_window, read_rows
+
+    connection = connect()
+    try:
+        notes: Counter[str] = Counter()
+        source = SOURCES[choose_source(connection, args.source, notes)]
+        window = live_window(previous_end, now, source, args.since, args.until, args.lag, args.overlap)
+        overlap = args.overlap if args.overlap is not None else source.overlap
+        harvest = Harvest(converter, grouper, sink, window, SeenQueries(checkpoint.last.get("seen"), overlap),
+                          progress.tick)
+        harvest.counts.source.update(notes)
+        for row in in_start_order(read_rows(connection, source, window, harvest.counts.source)):
+            harvest.feed(row)
+        harvest.finish()
+    finally:
+        connection.close()
+    # the window's end is where the next one continues (never moved back, e.g. by an earlier --until); task
+    # runs are judged idle against it (later rows of a still running task are not visible yet)
+    assert window.end is not None
+    return harvest, overlap, max(window.end, previous_end or window.end), window.end

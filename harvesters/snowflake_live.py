@@ -1,0 +1,253 @@
+"""Reading Snowflake's query history live through a DB-API connection (snowflake-connector-python or pyodbc).
+
+The SQL each source sends is data (:data:`SOURCES`); the code that runs it is the same for all. Every query
+binds the window ``[start, end)`` on END_TIME as ISO 8601 text (``TO_TIMESTAMP_LTZ(?)`` in Snowflake), and
+returns rows ordered by START_TIME with the views' column names.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import attrs
+
+from harvesters.snowflake import HistoryRow, Unreadable, row_from_mapping
+from harvesters.state import Window
+
+#: The harvester's own QUERY_TAG: its queries are left out of what it reads.
+HARVESTER_TAG = "openlineage-harvest"
+#: Rows fetched per round trip.
+FETCH_ROWS = 1000
+
+
+@attrs.frozen
+class LiveSource:
+    """How one kind of history is read: the SQL, what it binds, the default lag and overlap."""
+
+    sql: str  # binds the names in ``params`` with qmark (?) placeholders
+    params: tuple[str, ...]  # "start", "end": the window's bounds as ISO 8601 text
+    lag: timedelta  # the source's documented latency: rows younger than this may still be missing
+    overlap: timedelta  # how far a window reaches back into the previous one, for rows later than the lag
+    probe: str | None = None  # a query that fails when ACCESS_HISTORY cannot be read ...
+    fallback: str | None = None  # ... then this source is read instead
+    result_limit: int | None = None  # the source returns at most this many rows per query
+
+
+_QH_COLUMNS = ("q.QUERY_ID, q.QUERY_TEXT, q.DATABASE_NAME, q.SCHEMA_NAME, q.QUERY_TYPE, q.SESSION_ID, q.USER_NAME, "
+               "q.ROLE_NAME, q.WAREHOUSE_NAME, q.QUERY_TAG, q.EXECUTION_STATUS, q.ERROR_MESSAGE, q.START_TIME, "
+               "q.END_TIME, q.ROWS_INSERTED, q.ROWS_UPDATED, q.QUERY_PARAMETERIZED_HASH")
+_AH_COLUMNS = ("a.DIRECT_OBJECTS_ACCESSED, a.BASE_OBJECTS_ACCESSED, a.OBJECTS_MODIFIED, a.OBJECT_MODIFIED_BY_DDL, "
+               "a.PARENT_QUERY_ID, a.ROOT_QUERY_ID")
+_OWN = f"COALESCE(q.QUERY_TAG, '') <> '{HARVESTER_TAG}'"
+_AU = "SNOWFLAKE.ACCOUNT_USAGE"
+_SF_WINDOW = "q.END_TIME >= TO_TIMESTAMP_LTZ(?) AND q.END_TIME < TO_TIMESTAMP_LTZ(?)"
+#: The test stand-in (SQLite through the SQLite ODBC driver): tables named like the views, times stored as
+#: ISO 8601 UTC text (``2024-06-01T01:00:00.000000+00:00``) so they compare as text.
+_SQLITE_WINDOW = "q.END_TIME >= ? AND q.END_TIME < ?"
+
+SOURCES: Mapping[str, LiveSource] = {
+    # ACCOUNT_USAGE joined with ACCESS_HISTORY (Enterprise): lineage as Snowflake recorded it; up to 3 h late
+    "account_usage": LiveSource(
+        sql=f"SELECT {_QH_COLUMNS}, {_AH_COLUMNS} FROM {_AU}.QUERY_HISTORY AS q "
+            f"LEFT JOIN {_AU}.ACCESS_HISTORY AS a ON a.QUERY_ID = q.QUERY_ID "
+            f"AND a.QUERY_START_TIME >= DATEADD('day', -7, TO_TIMESTAMP_LTZ(?)) "
+            f"WHERE {_SF_WINDOW} AND {_OWN} ORDER BY q.START_TIME, q.QUERY_ID",
+        params=("start", "start", "end"), lag=timedelta(hours=3), overlap=timedelta(hours=1),
+        probe=f"SELECT 1 FROM {_AU}.ACCESS_HISTORY LIMIT 1", fallback="account_usage_query_history"),
+    # ACCOUNT_USAGE without ACCESS_HISTORY (Standard edition): lineage parsed from the text; up to 45 min late
+    "account_usage_query_history": LiveSource(
+        sql=f"SELECT {_QH_COLUMNS} FROM {_AU}.QUERY_HISTORY AS q WHERE {_SF_WINDOW} AND {_OWN} "
+            f"ORDER BY q.START_TIME, q.QUERY_ID",
+        params=("start", "end"), lag=timedelta(minutes=45), overlap=timedelta(hours=1)),
+    # INFORMATION_SCHEMA.QUERY_HISTORY(): seconds late, last 7 days, the current role's queries, 10,000 rows a call
+    "information_schema": LiveSource(
+        sql="SELECT * FROM TABLE(INFORMATION_SCHEMA.QUERY_HISTORY(END_TIME_RANGE_START => TO_TIMESTAMP_LTZ(?), "
+            "END_TIME_RANGE_END => TO_TIMESTAMP_LTZ(?), RESULT_LIMIT => 10000)) AS q "
+            f"WHERE {_OWN} ORDER BY q.START_TIME, q.QUERY_ID",
+        params=("start", "end"), lag=timedelta(minutes=1), overlap=timedelta(minutes=15), result_limit=10_000),
+    "sqlite": LiveSource(
+        sql=f"SELECT {_QH_COLUMNS}, {_AH_COLUMNS} FROM QUERY_HISTORY AS q "
+            f"LEFT JOIN ACCESS_HISTORY AS a ON a.QUERY_ID = q.QUERY_ID AND ? IS NOT NULL "
+            f"WHERE {_SQLITE_WINDOW} AND {_OWN} ORDER BY q.START_TIME, q.QUERY_ID",
+        params=("start", "start", "end"), lag=timedelta(hours=3), overlap=timedelta(hours=1),
+        probe="SELECT 1 FROM ACCESS_HISTORY LIMIT 1", fallback="sqlite_query_history"),
+    "sqlite_query_history": LiveSource(
+        sql=f"SELECT {_QH_COLUMNS} FROM QUERY_HISTORY AS q WHERE {_SQLITE_WINDOW} AND {_OWN} "
+            f"ORDER BY q.START_TIME, q.QUERY_ID",
+        params=("start", "end"), lag=timedelta(minutes=45), overlap=timedelta(hours=1)),
+}
+#: Sources a user picks with --source (the others are fallbacks or the test stand-in).
+USER_SOURCES = ("account_usage", "information_schema")
+#: How far back the first live harvest (no state, no --since) reads.
+FIRST_WINDOW = timedelta(days=1)
+
+
+class UsageError(Exception):
+    """A configuration mistake the user must fix (exit code 2)."""
+
+
+def bind_time(instant: datetime) -> str:
+    """A window bound as bound to the SQL: ISO 8601 in UTC with microseconds."""
+    return instant.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def choose_source(connection: Any, name: str, notes: Counter[str]) -> str:
+    """``name``, or its fallback when its probe fails (the account has no ACCESS_HISTORY, or no grant)."""
+    source = SOURCES[name]
+    if source.probe is None:
+        return name
+    cursor = connection.cursor()
+    try:
+        cursor.execute(source.probe)
+        cursor.fetchall()
+    except Exception:  # noqa: BLE001 - each driver raises its own error class for "does not exist"
+        notes["ACCESS_HISTORY not readable: lineage parsed from the text"] += 1
+        return source.fallback or name
+    finally:
+        cursor.close()
+    return name
+
+
+def read_rows(connection: Any, source: LiveSource, window: Window, notes: Counter[str]
+              ) -> Iterator[HistoryRow | Unreadable]:
+    """The history rows of ``window`` (END_TIME in ``[start, end)``), in START_TIME order, streamed."""
+    assert window.start is not None and window.end is not None
+    values = {"start": bind_time(window.start), "end": bind_time(window.end)}
+    cursor = connection.cursor()
+    try:
+        cursor.execute(source.sql, [values[p] for p in source.params])
+        names = [str(d[0]).upper() for d in cursor.description]
+        count = 0
+        while True:
+            rows = cursor.fetchmany(FETCH_ROWS)
+            if not rows:
+                break
+            for row in rows:
+                count += 1
+                yield row_from_mapping(dict(zip(names, row)))
+        if source.result_limit is not None and count >= source.result_limit:
+            notes[f"{source.result_limit} rows returned (the source's limit): harvest more often"] += 1
+    finally:
+        cursor.close()
+
+
+# ---- connections ---------------------------------------------------------------------------------------
+
+_SECRET_KEY = re.compile(r"(?i)(?:^|;)\s*(?:pwd|password|priv_key_file_pwd|token)\s*=")
+
+
+def odbc_connection_string(conn: str, user: str | None = None, password_env: str | None = None,
+                           private_key_file: str | None = None, passphrase_env: str | None = None) -> str:
+    """An ODBC connection string (Snowflake's driver); secrets only ever come from the environment.
+
+    Key-pair authentication: ``AUTHENTICATOR=SNOWFLAKE_JWT;PRIV_KEY_FILE=path``, the passphrase from
+    ``passphrase_env``.
+    """
+    if _SECRET_KEY.search(conn):
+        raise UsageError("the connection string contains a secret: put it in an environment variable and pass "
+                         "--password-env VAR (or --private-key-passphrase-env VAR)")
+    parts = [conn.rstrip(";")]
+    if user:
+        parts.append(f"UID={user}")
+    if password_env:
+        parts.append("PWD=" + _braced(_env(password_env, "--password-env")))
+    if private_key_file:
+        parts.append(f"AUTHENTICATOR=SNOWFLAKE_JWT;PRIV_KEY_FILE={private_key_file}")
+    if passphrase_env:
+        parts.append("PRIV_KEY_FILE_PWD=" + _braced(_env(passphrase_env, "--private-key-passphrase-env")))
+    return ";".join(parts) + ";"
+
+
+def _braced(value: str) -> str:
+    """An ODBC attribute value in braces: any character is allowed inside (``}`` doubled)."""
+    return "{" + value.replace("}", "}}") + "}"
+
+
+def _env(name: str, option: str) -> str:
+    value = os.environ.get(name)
+    if value is None:
+        raise UsageError(f"environment variable {name} ({option}) is not set")
+    return value
+
+
+def connector_arguments(account: str, user: str | None, password_env: str | None, private_key_file: str | None,
+                        passphrase_env: str | None, warehouse: str | None, role: str | None) -> dict[str, Any]:
+    """Arguments of ``snowflake.connector.connect``: key-pair (JWT) when a key file is given, else password."""
+    if not user:
+        raise UsageError("--user is needed for a live harvest")
+    if bool(password_env) == bool(private_key_file):
+        raise UsageError("give one of --password-env VAR or --private-key-file PATH")
+    args: dict[str, Any] = {"account": account, "user": user, "application": HARVESTER_TAG,
+                            "session_parameters": {"QUERY_TAG": HARVESTER_TAG, "TIMEZONE": "UTC"}}
+    if password_env:
+        args["password"] = _env(password_env, "--password-env")
+    else:
+        args["private_key_file"] = private_key_file
+        if passphrase_env:
+            args["private_key_file_pwd"] = _env(passphrase_env, "--private-key-passphrase-env")
+    if warehouse:
+        args["warehouse"] = warehouse
+    if role:
+        args["role"] = role
+    return args
+
+
+def connect_connector(arguments: Mapping[str, Any]) -> Any:
+    """A snowflake-connector-python connection binding qmark (``?``) parameters like pyodbc."""
+    try:
+        import snowflake.connector
+    except ImportError:
+        raise UsageError("the live Snowflake harvest needs snowflake-connector-python: "
+                         "pip install 'lineage-capture[snowflake]' (or pass --odbc with Snowflake's ODBC driver)"
+                         ) from None
+    snowflake.connector.paramstyle = "qmark"
+    arguments = dict(arguments)
+    key_file = arguments.pop("private_key_file", None)
+    passphrase = arguments.pop("private_key_file_pwd", None)
+    if key_file:  # read here: every connector version takes the key as DER bytes (private_key=)
+        arguments["private_key"] = _der_private_key(key_file, passphrase)
+    return snowflake.connector.connect(**arguments)
+
+
+def _der_private_key(path: str, passphrase: str | None) -> bytes:
+    """The PEM private key at ``path`` (encrypted or not) as unencrypted PKCS#8 DER, for the connector."""
+    from cryptography.hazmat.primitives import serialization  # a dependency of snowflake-connector-python
+
+    try:
+        with open(path, "rb") as f:
+            key = serialization.load_pem_private_key(f.read(), password=passphrase.encode() if passphrase else None)
+    except (OSError, ValueError, TypeError) as error:
+        # the message names the file and the kind of problem, never the passphrase
+        raise UsageError(f"cannot read the private key {path}: {type(error).__name__}") from None
+    return key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def connect_odbc(conn_str: str) -> Any:
+    """A pyodbc connection (Snowflake's ODBC driver; the SQLite driver for the test stand-in)."""
+    import pyodbc  # deferred: needs unixODBC's libodbc
+
+    connection = pyodbc.connect(conn_str, autocommit=True)
+    try:  # tag the harvester's own queries so they are left out (Snowflake only; others ignore the failure)
+        connection.cursor().execute(f"ALTER SESSION SET QUERY_TAG = '{HARVESTER_TAG}'")
+    except pyodbc.Error:
+        pass
+    return connection
+
+
+def live_window(previous_end: datetime | None, now: datetime, source: LiveSource, since: datetime | None,
+                until: datetime | None, lag: timedelta | None, overlap: timedelta | None) -> Window:
+    """``[previous end - overlap, now - lag)``; the first harvest reads :data:`FIRST_WINDOW` before that end."""
+    from harvesters.state import harvest_window
+
+    lag = source.lag if lag is None else lag
+    window = harvest_window(previous_end, now, since=since, until=until,
+                            overlap=source.overlap if overlap is None else overlap, latency=lag)
+    if window.start is None:
+        assert window.end is not None
+        window = Window(window.end - FIRST_WINDOW, window.end)
+    return window

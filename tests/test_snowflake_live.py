@@ -1,0 +1,192 @@
+"""`harvest snowflake --odbc`: the live path through pyodbc, against a stand-in served by the SQLite ODBC driver.
+
+The stand-in holds tables named like the ACCOUNT_USAGE views with their column names (times as ISO 8601 UTC
+text); the harvester sends the ``sqlite`` source's SQL (see ``harvesters.snowflake_live.SOURCES``) through the
+same code as for Snowflake: window arithmetic, ACCESS_HISTORY join and fallback, de-duplication, state.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from harvesters.cli import main
+from ol_schema import assert_valid_event
+
+DRIVER = "/usr/lib/x86_64-linux-gnu/odbc/libsqlite3odbc.so"
+pytestmark = pytest.mark.skipif(not Path(DRIVER).exists(), reason="SQLite ODBC driver not installed")
+
+ACCOUNT = "myorg-acct"
+T0 = datetime(2024, 6, 1, 1, 0, tzinfo=timezone.utc)
+QH_COLUMNS = ["QUERY_ID", "QUERY_TEXT", "DATABASE_NAME", "SCHEMA_NAME", "QUERY_TYPE", "SESSION_ID", "USER_NAME",
+              "ROLE_NAME", "WAREHOUSE_NAME", "QUERY_TAG", "EXECUTION_STATUS", "ERROR_MESSAGE", "START_TIME",
+              "END_TIME", "ROWS_INSERTED", "ROWS_UPDATED", "QUERY_PARAMETERIZED_HASH"]
+AH_COLUMNS = ["QUERY_ID", "QUERY_START_TIME", "DIRECT_OBJECTS_ACCESSED", "BASE_OBJECTS_ACCESSED", "OBJECTS_MODIFIED",
+              "OBJECT_MODIFIED_BY_DDL", "PARENT_QUERY_ID", "ROOT_QUERY_ID"]
+PASSWORD = "s3cr3t-Pa55word"
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def iso(instant: datetime) -> str:
+    return instant.isoformat(timespec="microseconds")
+
+
+def make_db(path: Path, access_history: bool = True) -> Path:
+    with sqlite3.connect(path) as db:
+        db.execute(f"CREATE TABLE QUERY_HISTORY ({', '.join(QH_COLUMNS)})")
+        if access_history:
+            db.execute(f"CREATE TABLE ACCESS_HISTORY ({', '.join(AH_COLUMNS)})")
+    return path
+
+
+def add_query(path: Path, qid: str, minute: float, text: str, *, seconds: float = 10, tag: str = "crm_sync",
+              access: dict | None = None, **columns) -> None:
+    """One query in QUERY_HISTORY (and its ACCESS_HISTORY row when ``access`` is given)."""
+    start, end = at(minute), at(minute) + timedelta(seconds=seconds)
+    values = {"QUERY_ID": qid, "QUERY_TEXT": text, "DATABASE_NAME": "OPS", "SCHEMA_NAME": "PUBLIC",
+              "QUERY_TYPE": "INSERT", "SESSION_ID": "42", "USER_NAME": "SYNC", "WAREHOUSE_NAME": "WH",
+              "QUERY_TAG": tag, "EXECUTION_STATUS": "SUCCESS", "START_TIME": iso(start), "END_TIME": iso(end),
+              **columns}
+    with sqlite3.connect(path) as db:
+        db.execute(f"INSERT INTO QUERY_HISTORY ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
+                   list(values.values()))
+        if access is not None:
+            ah = {"QUERY_ID": qid, "QUERY_START_TIME": iso(start),
+                  **{k: json.dumps(v) if isinstance(v, list) else v for k, v in access.items()}}
+            db.execute(f"INSERT INTO ACCESS_HISTORY ({', '.join(ah)}) VALUES ({', '.join('?' * len(ah))})",
+                       list(ah.values()))
+
+
+def harvest(tmp_path: Path, db: Path, *args: str, source: str = "sqlite"):
+    target = tmp_path / "events.jsonl"
+    before = target.read_text().count("\n") if target.exists() else 0
+    code = main(["snowflake", "--account", ACCOUNT, "--odbc", f"Driver={DRIVER};Database={db}", "--source", source,
+                 "--conf", "transport.type=file", "--conf", f"transport.location={target}", *args])
+    events = [json.loads(line) for line in (target.read_text().splitlines()[before:] if target.exists() else [])]
+    for event in events:
+        assert_valid_event(event)
+    return code, events
+
+
+def completed_queries(events: list[dict]) -> list[tuple]:
+    return [(e["run"]["facets"]["externalQuery"]["externalQueryId"], e["job"]["name"],
+             [d["name"] for d in e["inputs"]], [d["name"] for d in e["outputs"]])
+            for e in events if e["eventType"] in ("COMPLETE", "FAIL") and "externalQuery" in e["run"]["facets"]]
+
+
+def test_live_windows_resume_deduplicate_and_take_late_rows(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SF_TEST_PASSWORD", PASSWORD)
+    db = make_db(tmp_path / "history.db")
+    add_query(db, "q1", 0, "INSERT INTO sync.accounts SELECT * FROM crm.accounts")
+    # ACCESS_HISTORY for text the parser cannot read
+    add_query(db, "q2", 5, "SELECT * FROM crm.contacts ->> INSERT INTO sync.contacts SELECT * FROM $1",
+              access={"DIRECT_OBJECTS_ACCESSED": [{"objectDomain": "Table", "objectName": "OPS.CRM.CONTACTS"}],
+                      "OBJECTS_MODIFIED": [{"objectDomain": "Table", "objectName": "OPS.SYNC.\"Contacts\""}]})
+    add_query(db, "q3", 40, "INSERT INTO sync.deals SELECT * FROM crm.deals")  # ends after the first window
+    add_query(db, "own", 1, "SELECT * FROM QUERY_HISTORY", tag="openlineage-harvest")  # the harvester's own
+    state = tmp_path / "state.json"
+    auth = ["--user", "svc_lineage", "--password-env", "SF_TEST_PASSWORD"]
+    code, first = harvest(tmp_path, db, *auth, "--state", str(state), "--until", iso(at(30)))
+    assert code == 0
+    assert completed_queries(first) == [
+        ("q1", "crm_sync.insert_ops_sync_accounts", ["OPS.CRM.ACCOUNTS"], ["OPS.SYNC.ACCOUNTS"]),
+        ("q2", "crm_sync.insert_ops_sync_contacts", ["OPS.CRM.CONTACTS"], ["OPS.SYNC.Contacts"])]
+    saved = json.loads(state.read_text())
+    assert saved["window_end"] == "2024-06-01T01:30:00+00:00"
+    assert sorted(saved["seen"]) == ["q1", "q2"]
+    err = capsys.readouterr().err
+    assert "window 2024-05-31T01:30:00+00:00 to 2024-06-01T01:30:00+00:00" in err  # first harvest: one day back
+
+    # a row arriving late (it ended inside the first window) and a new one
+    add_query(db, "q_late", 20, "INSERT INTO sync.leads SELECT * FROM crm.leads")
+    add_query(db, "q4", 50, "INSERT INTO sync.tickets SELECT * FROM crm.tickets")
+    code, second = harvest(tmp_path, db, *auth, "--state", str(state), "--until", iso(at(60)))
+    assert code == 0
+    assert completed_queries(second) == [
+        ("q_late", "crm_sync.insert_ops_sync_leads", ["OPS.CRM.LEADS"], ["OPS.SYNC.LEADS"]),
+        ("q3", "crm_sync.insert_ops_sync_deals", ["OPS.CRM.DEALS"], ["OPS.SYNC.DEALS"]),
+        ("q4", "crm_sync.insert_ops_sync_tickets", ["OPS.CRM.TICKETS"], ["OPS.SYNC.TICKETS"])]
+    err = capsys.readouterr().err
+    # the window reached back the overlap (60 min): q1 and q2 read again and skipped
+    assert "window 2024-06-01T00:30:00+00:00 to 2024-06-01T02:00:00+00:00" in err
+    assert "duplicate rows: 2" in err
+    assert sorted(json.loads(state.read_text())["seen"]) == ["q1", "q2", "q3", "q4", "q_late"]
+
+    # nothing new: nothing emitted
+    code, third = harvest(tmp_path, db, *auth, "--state", str(state), "--until", iso(at(60)))
+    assert code == 0 and third == []
+    everything = json.dumps(first + second) + state.read_text() + err + capsys.readouterr().err
+    assert PASSWORD not in everything
+
+
+def test_without_access_history_the_text_is_parsed(tmp_path, capsys):
+    db = make_db(tmp_path / "standard.db", access_history=False)
+    add_query(db, "q1", 0, "INSERT INTO sync.accounts SELECT * FROM crm.accounts")
+    add_query(db, "q2", 5, "SELECT * FROM crm.contacts ->> INSERT INTO sync.contacts SELECT * FROM $1")
+    code, events = harvest(tmp_path, db, "--until", iso(at(30)))
+    assert code == 1  # the unparseable query is counted
+    assert completed_queries(events) == [
+        ("q1", "crm_sync.insert_ops_sync_accounts", ["OPS.CRM.ACCOUNTS"], ["OPS.SYNC.ACCOUNTS"])]
+    err = capsys.readouterr().err
+    assert "ACCESS_HISTORY not readable: lineage parsed from the text: 1" in err
+    assert "1 unparsed (unparseable: 1)" in err
+
+
+def test_lag_and_overlap_options_shape_the_window(tmp_path, capsys):
+    db = make_db(tmp_path / "h.db")
+    add_query(db, "q1", 0, "INSERT INTO a SELECT * FROM b")
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"version": 1, "source": "snowflake snowflake://myorg-acct",
+                                 "window_end": iso(at(-10)), "seen": {}, "open_runs": []}))
+    code, events = harvest(tmp_path, db, "--state", str(state), "--overlap", "5", "--lag", "0",
+                           "--until", iso(at(1)))
+    assert code == 0 and len(completed_queries(events)) == 1
+    assert "window 2024-06-01T00:45:00+00:00 to 2024-06-01T01:01:00+00:00" in capsys.readouterr().err
+
+
+def test_reading_failure_exits_2_and_keeps_the_state(tmp_path, capsys):
+    db = tmp_path / "empty.db"
+    sqlite3.connect(db).close()  # no QUERY_HISTORY table: the query fails
+    state = tmp_path / "state.json"
+    code, events = harvest(tmp_path, db, "--state", str(state), "--until", iso(at(30)))
+    assert code == 2 and events == [] and not state.exists()
+    assert "reading failed" in capsys.readouterr().err
+
+
+# ---- connection settings: secrets only from the environment ---------------------------------------------
+
+@pytest.mark.parametrize("kwargs,expected", [
+    ({"user": "svc", "password_env": "SF_PW"}, "Driver=X;Server=a;UID=svc;PWD={p;w}}d};"),
+    ({"user": "svc", "private_key_file": "/keys/rsa.p8", "passphrase_env": "SF_PW"},
+     "Driver=X;Server=a;UID=svc;AUTHENTICATOR=SNOWFLAKE_JWT;PRIV_KEY_FILE=/keys/rsa.p8;PRIV_KEY_FILE_PWD={p;w}}d};"),
+    ({}, "Driver=X;Server=a;"),
+])
+def test_odbc_connection_string(monkeypatch, kwargs, expected):
+    from harvesters.snowflake_live import odbc_connection_string
+
+    monkeypatch.setenv("SF_PW", "p;w}d")
+    assert odbc_connection_string("Driver=X;Server=a;", **kwargs) == expected
+
+
+@pytest.mark.parametrize("kwargs,expected", [
+    ({"password_env": "SF_PW"}, {"password": "pw"}),
+    ({"private_key_file": "/keys/rsa.p8"}, {"private_key_file": "/keys/rsa.p8"}),
+    ({"private_key_file": "/keys/rsa.p8", "passphrase_env": "SF_PW"},
+     {"private_key_file": "/keys/rsa.p8", "private_key_file_pwd": "pw"}),
+])
+def test_connector_arguments(monkeypatch, kwargs, expected):
+    from harvesters.snowflake_live import connector_arguments
+
+    monkeypatch.setenv("SF_PW", "pw")
+    args = {"password_env": None, "private_key_file": None, "passphrase_env": None, **kwargs}
+    got = connector_arguments("myorg-acct", "svc", args["password_env"], args["private_key_file"],
+                              args["passphrase_env"], "WH", None)
+    assert got == {"account": "myorg-acct", "user": "svc", "application": "openlineage-harvest",
+                   "session_parameters": {"QUERY_TAG": "openlineage-harvest", "TIMEZONE": "UTC"},
+                   "warehouse": "WH", **expected}

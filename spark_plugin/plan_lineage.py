@@ -154,13 +154,29 @@ def _dedupe(raws: list[RawDataset]) -> list[RawDataset]:
     return list(seen.values())
 
 
-def _command_name(qe: Any) -> str:
-    """Normalized executed-plan root name; WholeStageCodegen is unwrapped (the JVM's JobNameBuilder)."""
+#: Executed-plan wrappers that are not the action itself -> how to reach what they wrap. Spark 4 runs a
+#: write under adaptive execution as AdaptiveSparkPlan -> ResultQueryStage -> Execute InsertInto...Command.
+_PLAN_WRAPPERS = {
+    "AdaptiveSparkPlan": lambda plan: plan.executedPlan(),  # the final plan, whose nodes hold the metrics
+    "ResultQueryStage": lambda plan: plan.plan(),
+    "WholeStageCodegen": lambda plan: plan.child(),  # nodeName "WholeStageCodegen (n)"
+}
+
+
+def _executed_root(qe: Any) -> Any:
+    """The executed plan's root with adaptive-execution and codegen wrappers removed."""
     plan = qe.executedPlan()
-    name = plan.nodeName()
-    if name.startswith("WholeStageCodegen"):
-        name = plan.child().nodeName()
-    return naming.normalize_name(name)
+    for _ in range(8):  # wrappers nest a few levels at most
+        unwrap = _PLAN_WRAPPERS.get(plan.nodeName().split(" (")[0])
+        if unwrap is None:
+            break
+        plan = unwrap(plan)
+    return plan
+
+
+def _command_name(qe: Any) -> str:
+    """Normalized name of the executed plan's root, wrappers removed (the JVM's JobNameBuilder)."""
+    return naming.normalize_name(_executed_root(qe).nodeName())
 
 
 def _sql_text(qe: Any, root: PlanNode) -> str | None:
@@ -179,7 +195,7 @@ def _sql_text(qe: Any, root: PlanNode) -> str | None:
 def _output_statistics(qe: Any) -> dict[str, int] | None:
     """rowCount/size/fileCount from the write node's SQL metrics (absent for non-writes)."""
     try:
-        metrics = qe.executedPlan().metrics()
+        metrics = _executed_root(qe).metrics()
         stats = {}
         for metric, field in _STAT_METRICS:
             value = metrics.get(metric)

@@ -93,6 +93,12 @@ CASES = [
          # the written DataFrame came from spark.sql: its text is the action's SQL
          sql="select named_struct('a', 1, 'b', array(1, 2)) s, map('k', 1.5) m, cast(1 as decimal(10,2)) d,"
          " date'2025-01-01' dt, current_timestamp() ts, 1L l, 1.0D x"),
+    Case("join_aggregate_write_under_adaptive_execution",  # Spark 4: AdaptiveSparkPlan -> ResultQueryStage -> write
+         SRC + "; spark.read.parquet('{tmp}/in/src').write.parquet('{tmp}/in/src2')",
+         "spark.read.parquet('{tmp}/in/src').join(spark.read.parquet('{tmp}/in/src2'), 'key')"
+         ".groupBy('key').count().write.parquet('{tmp}/out/agg')",
+         [f"{W}.out_agg"], [SRC_DS, Ds("file", "{tmp}/in/src2", SCHEMA_KV)],
+         [Ds("file", "{tmp}/out/agg", ("key:integer", "count:long"))], row_count=2),
     Case("filtered_read_is_emitted", SRC,
          "spark.read.parquet('{tmp}/in/src').filter('key > 1').collect()",
          ["filter"], [SRC_DS], []),

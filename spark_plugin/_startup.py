@@ -1,0 +1,129 @@
+"""The start-up hook: ``lineage_capture.pth`` calls :func:`arm` in spark-submit drivers only.
+
+The ``.pth`` line itself checks ``PYSPARK_GATEWAY_PORT`` (set by spark-submit's PythonRunner for the
+driver, never for executors' Python workers nor for plain ``python``), so every other process pays one
+dictionary lookup. In a driver, :func:`arm` adds a one-shot import hook: when ``pyspark.sql.session``
+has been executed, ``SparkSession.__init__`` is wrapped so that each new session whose SparkConf says
+``spark.openlineage.python.enabled=true`` gets instrumented. Nothing from pyspark is imported here.
+"""
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False  # ``typing`` is not imported at run time: it costs more than this whole hook
+if TYPE_CHECKING:
+    from typing import Any
+
+#: The module holding ``SparkSession`` (classic) in PySpark 3.5 and 4.x.
+SESSION_MODULE = "pyspark.sql.session"
+ENABLED_KEY = "spark.openlineage.python.enabled"
+_state: dict[str, Any] = {"armed": False, "patched": False}
+
+
+def arm() -> None:
+    """Arrange for SparkSessions to be instrumented once pyspark is imported (idempotent)."""
+    if _state["armed"]:
+        return
+    _state["armed"] = True
+    module = sys.modules.get(SESSION_MODULE)
+    if module is not None:
+        patch_session_module(module)
+    else:
+        sys.meta_path.insert(0, _PostImportFinder())
+
+
+class _PostImportFinder:
+    """Finds nothing itself: wraps the real loader of :data:`SESSION_MODULE` to patch it once executed."""
+
+    def __init__(self) -> None:
+        self._searching = False
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != SESSION_MODULE or self._searching:
+            return None
+        from importlib.util import find_spec
+
+        self._searching = True  # find_spec below walks sys.meta_path again, this finder included
+        try:
+            spec = find_spec(fullname)
+        finally:
+            self._searching = False
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _PatchingLoader(spec.loader, self)
+        return spec
+
+
+class _PatchingLoader:
+    """Delegates to the real loader, then patches the module and retires the finder."""
+
+    def __init__(self, loader: Any, finder: _PostImportFinder) -> None:
+        self._loader = loader
+        self._finder = finder
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        module.__loader__ = self._loader
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self._loader
+        self._loader.exec_module(module)
+        if self._finder in sys.meta_path:
+            sys.meta_path.remove(self._finder)  # one shot: later imports cost nothing extra
+        try:
+            patch_session_module(module)
+        except Exception as error:  # noqa: BLE001 - the boundary: pyspark's import must succeed regardless
+            _warn("could not hook SparkSession creation", error)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+def patch_session_module(module: Any) -> None:
+    """Wrap ``SparkSession.__init__`` (classic sessions) and ``Builder.getOrCreate`` (to notice Connect)."""
+    if _state["patched"]:
+        return
+    _state["patched"] = True
+    session_class = module.SparkSession
+    original_init = session_class.__init__
+    original_get_or_create = session_class.Builder.getOrCreate
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807 - it is __init__
+        original_init(self, *args, **kwargs)
+        on_session(self)
+
+    def getOrCreate(self: Any) -> Any:  # noqa: N802 - pyspark's name
+        session = original_get_or_create(self)
+        if not hasattr(session, "_jsparkSession"):
+            on_session(session)  # a Spark Connect session: warned about, not instrumented
+        return session
+
+    __init__.__wrapped__ = original_init  # type: ignore[attr-defined]
+    getOrCreate.__wrapped__ = original_get_or_create  # type: ignore[attr-defined]
+    __init__.__doc__, getOrCreate.__doc__ = original_init.__doc__, original_get_or_create.__doc__
+    session_class.__init__ = __init__
+    session_class.Builder.getOrCreate = getOrCreate
+
+
+def _enabled(session: Any) -> bool:
+    sc = getattr(session, "_sc", None)
+    conf = sc._conf if sc is not None else session.conf  # Spark Connect: the server's conf, over gRPC
+    return str(conf.get(ENABLED_KEY, "false")).strip().lower() == "true"
+
+
+def on_session(session: Any) -> None:
+    """A session was created: instrument it when its SparkConf enables the plugin. Never raises."""
+    try:
+        if _enabled(session):
+            from spark_plugin.lifecycle import instrument
+
+            instrument(session)
+    except Exception as error:  # noqa: BLE001 - the boundary between pyspark's session creation and us
+        _warn("could not instrument the Spark session", error)
+
+
+def _warn(what: str, error: Exception) -> None:
+    import logging
+
+    logging.getLogger("spark_plugin").warning("lineage capture: %s (%s: %s); the application is not affected",
+                                              what, type(error).__name__, error)

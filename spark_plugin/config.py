@@ -1,0 +1,144 @@
+"""The plugin's own reading of the ``spark.openlineage.*`` SparkConf keys.
+
+Transport and spool keys are the emitter's business (:mod:`emitter.config`); this module reads what
+decides *which* events exist and how they are named: namespace, app name, external parent and root,
+captured properties, disabled facets, the kill switch and the Python plugin's own ``python.*`` keys.
+Pure functions over a plain mapping, so every rule is testable without Spark.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping
+
+import attrs
+
+from emitter.records import JobRef, RunRef
+
+log = logging.getLogger(__name__)
+
+PREFIX = "spark.openlineage."
+#: The activation key read by the start-up hook (prefix included: it is looked up in the SparkConf).
+ENABLED_KEY = PREFIX + "python.enabled"
+
+#: Keys (prefix removed) this project reads; with :data:`KNOWN_PATTERNS`, everything else is warned about.
+KNOWN_KEYS = frozenset({
+    "disabled", "namespace", "appName", "capturedProperties", "context",
+    "parentJobNamespace", "parentJobName", "parentRunId",
+    "rootParentJobNamespace", "rootParentJobName", "rootParentRunId",
+    "jobName.appendDatasetName", "jobName.replaceDotWithUnderscore",  # read by plan_lineage
+    "dataset.removePath.pattern",  # read by plan_lineage
+    "python.enabled", "python.shutdownTimeoutSeconds", "python.queueSize",
+})
+#: ``facets.<name>.disabled`` drops one facet by name (names may hold dots: ``spark.logicalPlan``).
+FACET_DISABLED = re.compile(r"facets\.(.+)\.disabled")
+#: Key families handed to the emitter or read per facet name.
+KNOWN_PATTERNS = (
+    re.compile(r"transport\..+"),  # emitter: any transport type's keys, nested (auth, headers, composite)
+    re.compile(r"spool\..+"),  # emitter: spool directory and size
+    FACET_DISABLED,
+)
+
+DEFAULT_NAMESPACE = "default"
+DEFAULT_CAPTURED_PROPERTIES = ("spark.master", "spark.app.name")
+DEFAULT_SHUTDOWN_TIMEOUT_S = 5.0
+DEFAULT_QUEUE_SIZE = 1000
+
+
+def _truthy(value: object) -> bool:
+    return str(value).strip().lower() in {"true", "1", "yes"}
+
+
+def strip_prefix(spark_conf: Mapping[str, str]) -> dict[str, str]:
+    """The ``spark.openlineage.*`` entries of a SparkConf, prefix removed."""
+    return {k[len(PREFIX):]: v for k, v in spark_conf.items() if k.startswith(PREFIX)}
+
+
+def unknown_keys(keys: Mapping[str, str]) -> list[str]:
+    """Keys (prefix removed) neither this plugin nor the emitter reads, sorted."""
+    return sorted(k for k in keys if k not in KNOWN_KEYS and not any(p.fullmatch(k) for p in KNOWN_PATTERNS))
+
+
+def _ref(namespace: str | None, name: str | None, run_id: str | None) -> RunRef | None:
+    # A parent needs all three parts, as in the JVM integration: a partial one is ignored, not guessed.
+    if namespace and name and run_id:
+        return RunRef(run_id=run_id, job=JobRef(namespace, name))
+    return None
+
+
+def _context_ref(node: object) -> RunRef | None:
+    if not isinstance(node, Mapping):
+        return None
+    run, job = node.get("run") or {}, node.get("job") or {}
+    return _ref(job.get("namespace"), job.get("name"), run.get("runId"))
+
+
+def external_parent(keys: Mapping[str, str]) -> tuple[RunRef | None, RunRef | None]:
+    """The application's (parent, root): ``context`` JSON wins over the six ``parent*``/``rootParent*`` keys.
+
+    ``root`` stays None when unset: the emitter then uses the parent as the root.
+    """
+    if keys.get("context"):
+        try:
+            context = json.loads(keys["context"])
+        except ValueError:
+            log.warning("spark.openlineage.context is not JSON: ignored")
+        else:
+            if isinstance(context, Mapping):
+                return _context_ref(context.get("parent")), _context_ref(context.get("root"))
+    parent = _ref(keys.get("parentJobNamespace"), keys.get("parentJobName"), keys.get("parentRunId"))
+    root = _ref(keys.get("rootParentJobNamespace"), keys.get("rootParentJobName"), keys.get("rootParentRunId"))
+    return parent, root
+
+
+@attrs.frozen
+class PluginConfig:
+    """What the plugin needs from the SparkConf, resolved once per application."""
+
+    namespace: str
+    app_name: str  # normalized job name of the application
+    parent: RunRef | None
+    root: RunRef | None
+    captured_properties: tuple[str, ...]
+    disabled_facets: frozenset[str]
+    disabled: bool
+    shutdown_timeout_s: float
+    queue_size: int
+    emitter_overrides: Mapping[str, str]  # prefix-less keys for ``Emitter.from_config``
+    unknown: tuple[str, ...]
+
+    @classmethod
+    def from_spark_conf(cls, spark_conf: Mapping[str, str], environ: Mapping[str, str] | None = None) -> PluginConfig:
+        """Resolve from the full SparkConf (``spark.app.name`` included) and the environment."""
+        from emitter.naming import normalize_name  # deferred: keeps the start-up hook's imports tiny
+
+        environ = os.environ if environ is None else environ
+        keys = strip_prefix(spark_conf)
+        unknown = unknown_keys(keys)
+        parent, root = external_parent(keys)
+        captured = keys.get("capturedProperties")
+        return cls(
+            namespace=keys.get("namespace") or DEFAULT_NAMESPACE,
+            app_name=normalize_name(keys.get("appName") or spark_conf.get("spark.app.name") or "spark_application"),
+            parent=parent,
+            root=root,
+            captured_properties=tuple(p.strip() for p in captured.split(",") if p.strip())
+            if captured is not None else DEFAULT_CAPTURED_PROPERTIES,
+            disabled_facets=frozenset(
+                m.group(1) for k, v in keys.items() if (m := FACET_DISABLED.fullmatch(k)) and _truthy(v)
+            ),
+            disabled=_truthy(keys.get("disabled", "")) or _truthy(environ.get("OPENLINEAGE_DISABLED", "")),
+            shutdown_timeout_s=float(keys.get("python.shutdownTimeoutSeconds", DEFAULT_SHUTDOWN_TIMEOUT_S)),
+            queue_size=int(keys.get("python.queueSize", DEFAULT_QUEUE_SIZE)),
+            # unknown keys are warned about here once; the emitter would warn again about the same keys
+            emitter_overrides={k: v for k, v in keys.items() if k not in unknown},
+            unknown=tuple(unknown),
+        )
+
+    def warn_unknown(self) -> None:
+        """One warning naming every ``spark.openlineage.*`` key nothing reads."""
+        if self.unknown:
+            log.warning("unknown or unsupported spark.openlineage.* keys ignored by the Python plugin: %s",
+                        ", ".join(PREFIX + k for k in self.unknown))

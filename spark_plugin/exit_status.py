@@ -1,0 +1,117 @@
+"""How did the application end? Answered inside an ``atexit`` handler, where Python does not say.
+
+- An uncaught exception: CPython stores it in ``sys.last_value`` (3.12+: also ``sys.last_exc``) before
+  calling ``sys.excepthook`` and long before ``atexit`` handlers run, whatever hook the app installed.
+- A non-zero exit code: ``SystemExit`` never reaches ``sys.excepthook`` and its code is not kept, so
+  ``sys.exit`` and the ``exit``/``quit`` builtins are wrapped to note the code asked for on the main
+  thread. A bare ``raise SystemExit(n)`` is not seen there; it is caught when it passes through
+  ``SparkContext.stop`` (``try/finally: spark.stop()``) via :func:`at_stop`.
+- Interactive sessions (REPL, notebook) keep ``sys.last_value`` of errors the user already saw: there
+  only the exit code counts.
+"""
+from __future__ import annotations
+
+import builtins
+import sys
+import threading
+import traceback
+from typing import Any
+
+import attrs
+
+_NO_CODE = object()
+_state: dict[str, Any] = {"code": _NO_CODE, "originals": None}
+
+
+@attrs.frozen
+class Outcome:
+    """The application's end: ``failed`` with a message and a Python stack trace, or not."""
+
+    failed: bool
+    message: str = ""
+    stack_trace: str | None = None
+
+
+def _note(code: object) -> None:
+    if threading.current_thread() is threading.main_thread():  # SystemExit in a thread ends only that thread
+        _state["code"] = code
+
+
+class _RecordingQuitter:
+    """Stands in for site's ``exit``/``quit`` builtins: notes the code, then behaves exactly like them."""
+
+    def __init__(self, original: Any) -> None:
+        self._original = original
+
+    def __call__(self, code: object = None) -> None:
+        _note(code)
+        self._original(code)
+
+    def __repr__(self) -> str:
+        return repr(self._original)
+
+
+def install() -> None:
+    """Wrap ``sys.exit``, ``exit`` and ``quit`` (idempotent)."""
+    if _state["originals"] is not None:
+        return
+    original_exit = sys.exit
+    _state["originals"] = {"sys.exit": original_exit, "exit": getattr(builtins, "exit", None),
+                           "quit": getattr(builtins, "quit", None)}
+
+    def exit(status: object = None) -> None:  # noqa: A001 - same name as what it wraps
+        _note(status)
+        original_exit(status)
+
+    exit.__doc__ = original_exit.__doc__
+    sys.exit = exit
+    for name in ("exit", "quit"):
+        if _state["originals"][name] is not None:
+            setattr(builtins, name, _RecordingQuitter(_state["originals"][name]))
+
+
+def uninstall() -> None:
+    """Put the originals back (idempotent)."""
+    originals = _state["originals"]
+    if originals is None:
+        return
+    sys.exit = originals["sys.exit"]
+    for name in ("exit", "quit"):
+        if originals[name] is not None:
+            setattr(builtins, name, originals[name])
+    _state["originals"] = None
+
+
+def _code_outcome(code: object) -> Outcome | None:
+    """Python's own rule: None and 0 succeed, an int is the status, anything else prints and gives 1."""
+    if code is None or code is _NO_CODE or code == 0:
+        return None
+    if isinstance(code, int):
+        return Outcome(True, f"the application exited with code {code}")
+    return Outcome(True, f"the application exited with code 1: {code}")
+
+
+def _exception_outcome(error: BaseException) -> Outcome:
+    trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    return Outcome(True, f"{type(error).__name__}: {error}", trace)
+
+
+def at_stop() -> Outcome | None:
+    """The outcome to report when the app stops its SparkContext, judged from the exception propagating
+    through ``stop`` (a ``finally`` block or ``__exit__``); None means "ask again at exit": an ordinary
+    exception may still be caught by the app, only the interpreter's exit tells."""
+    error = sys.exc_info()[1]
+    if error is None:
+        return Outcome(False)
+    if isinstance(error, SystemExit):
+        return _code_outcome(error.code) or Outcome(False)
+    return None
+
+
+def at_exit() -> Outcome:
+    """The outcome, judged from an ``atexit`` handler."""
+    interactive = hasattr(sys, "ps1") or bool(sys.flags.interactive)
+    error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if error is not None and not interactive and not isinstance(error, SystemExit):
+        return _exception_outcome(error)
+    return _code_outcome(_state["code"]) or Outcome(False)

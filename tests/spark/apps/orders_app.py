@@ -1,0 +1,42 @@
+"""A small PySpark application for the spark-submit tests: knows nothing about lineage.
+
+``orders_app.py <workdir> <ending>`` writes ``<workdir>/lake/orders``, prints the row count, then ends
+the way ``<ending>`` says (the ENDINGS table).
+"""
+import sys
+
+from pyspark.sql import SparkSession
+
+
+def failing_write(spark, workdir):
+    spark.range(1).selectExpr("CAST(raise_error('boom in a task') AS STRING) AS x").write.mode("overwrite").parquet(
+        f"{workdir}/lake/failed")
+
+
+def main(workdir, ending):
+    spark = SparkSession.builder.appName("Orders App").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        spark.range(5).withColumnRenamed("id", "order_id").write.mode("overwrite").parquet(f"{workdir}/lake/orders")
+        print("rows:", spark.read.parquet(f"{workdir}/lake/orders").count(), flush=True)
+        ENDINGS[ending](spark, workdir)
+    finally:
+        if ending != "no_stop":
+            spark.stop()
+
+
+def raise_error(spark, workdir):
+    raise ValueError("boom from the app")
+
+
+#: how the application ends after its one write
+ENDINGS = {
+    "stop": lambda spark, workdir: None,  # spark.stop() in the finally block
+    "no_stop": lambda spark, workdir: None,  # the interpreter's exit ends it
+    "action_fails": failing_write,  # a failing action's exception propagates out of the app
+    "raise": raise_error,
+    "exit3": lambda spark, workdir: sys.exit(3),
+}
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,311 @@
+"""The plugin runtime in-process: instrument() on the shared local SparkSession, real actions, the real
+emitter with a file (or http) transport, events read back and validated against the OpenLineage schemas."""
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import spark_plugin
+from ol_schema import assert_valid_event, read_events
+from spark_plugin import lifecycle, plan_lineage
+
+APP = "spark_plugin_tests"  # normalized "spark plugin tests", the fixture session's spark.app.name
+WRITE_JOB = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_orders"
+PARENT = {"spark.openlineage.parentJobNamespace": "airflow", "spark.openlineage.parentJobName": "dag.task",
+          "spark.openlineage.parentRunId": "01890000-0000-7000-8000-000000000001"}
+ROOT = {"spark.openlineage.rootParentJobNamespace": "airflow", "spark.openlineage.rootParentJobName": "dag",
+        "spark.openlineage.rootParentRunId": "01890000-0000-7000-8000-000000000002"}
+CONTEXT = {"spark.openlineage.context": json.dumps({
+    "parent": {"run": {"runId": "01890000-0000-7000-8000-00000000000a"}, "job": {"namespace": "ctx", "name": "p"}},
+    "root": {"run": {"runId": "01890000-0000-7000-8000-00000000000b"}, "job": {"namespace": "ctx", "name": "r"}},
+})}
+
+
+def write_orders(spark: Any, workdir: str) -> None:
+    spark.range(5).withColumnRenamed("id", "order_id").write.mode("overwrite").parquet(f"{workdir}/lake/orders")
+
+
+def count_only(spark: Any, workdir: str) -> None:
+    assert spark.range(7).count() == 7
+
+
+def failing_write(spark: Any, workdir: str) -> None:
+    # a runtime error inside the job (no Python worker needed): the action fails, the app goes on
+    with pytest.raises(Exception, match="boom"):
+        failing = spark.range(1).selectExpr("CAST(raise_error('boom') AS STRING) AS x")
+        failing.write.mode("overwrite").parquet(f"{workdir}/lake/orders")
+
+
+def analysis_error(spark: Any, workdir: str) -> None:
+    with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
+        spark.sql("SELECT * FROM no_such_table").collect()
+
+
+def run_captured(spark: Any, workdir: str, action: Callable[[Any, str], None],
+                 conf: dict[str, str] | None = None) -> tuple[list[dict], Any]:
+    """Instrument with a file transport, run ``action``, uninstrument; the validated events and the app."""
+    events_file = Path(workdir) / "events.jsonl"
+    conf = dict(conf or {})
+    if "spark.openlineage.transport.type" not in conf:
+        conf.update({"spark.openlineage.transport.type": "file",
+                     "spark.openlineage.transport.location": str(events_file)})
+    app = spark_plugin.instrument(spark, conf)
+    try:
+        action(spark, workdir)
+    finally:
+        spark_plugin.uninstrument()
+    events = read_events(events_file)
+    for event in events:
+        assert_valid_event(event)
+    return events, app
+
+
+def kinds(events: list[dict]) -> list[tuple[str, str]]:
+    return [(e["eventType"], e["job"]["name"]) for e in events]
+
+
+def parent_of(event: dict) -> tuple | None:
+    parent = event["run"]["facets"].get("parent")
+    if parent is None:
+        return None
+    return (parent["job"]["namespace"], parent["job"]["name"], parent["run"]["runId"],
+            parent["root"]["job"]["namespace"], parent["root"]["job"]["name"], parent["root"]["run"]["runId"])
+
+
+# (id, extra conf, action, expected (eventType, job name) in delivery order)
+SCENARIOS = [
+    ("write", {}, write_orders,
+     [("START", APP), ("START", WRITE_JOB), ("COMPLETE", WRITE_JOB), ("COMPLETE", APP)]),
+    ("pure_read_not_emitted", {}, count_only, [("START", APP), ("COMPLETE", APP)]),
+    ("action_fails", {}, failing_write,
+     [("START", APP), ("START", WRITE_JOB), ("FAIL", WRITE_JOB), ("COMPLETE", APP)]),
+    ("analysis_error_not_emitted", {}, analysis_error, [("START", APP), ("COMPLETE", APP)]),
+    ("namespace_and_app_name", {"spark.openlineage.namespace": "team-a", "spark.openlineage.appName": "NightlyLoad"},
+     write_orders,
+     [("START", "nightly_load"), ("START", "nightly_load.execute_insert_into_hadoop_fs_relation_command.lake_orders"),
+      ("COMPLETE", "nightly_load.execute_insert_into_hadoop_fs_relation_command.lake_orders"),
+      ("COMPLETE", "nightly_load")]),
+]
+
+
+@pytest.mark.parametrize("name,conf,action,expected", SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_event_sequence(spark, workdir, name, conf, action, expected):
+    events, app = run_captured(spark, workdir, action, conf)
+    assert kinds(events) == expected
+    namespace = conf.get("spark.openlineage.namespace", "default")
+    assert {e["job"]["namespace"] for e in events} == {namespace}
+    app_run = events[0]["run"]["runId"]
+    assert {e["run"]["runId"] for e in events if e["job"]["name"] == events[0]["job"]["name"]} == {app_run}
+    for event in events:
+        facets = event["run"]["facets"]
+        assert facets["processing_engine"]["name"] == "spark"
+        assert facets["processing_engine"]["version"] == spark.version
+        assert facets["spark_properties"]["properties"] == {"spark.master": "local[2]",
+                                                            "spark.app.name": "spark plugin tests"}
+        is_app = event["job"]["name"] == events[0]["job"]["name"]
+        assert event["job"]["facets"]["jobType"]["jobType"] == ("APPLICATION" if is_app else "SQL_JOB")
+        assert event["job"]["facets"]["jobType"]["processingType"] == ("NONE" if is_app else "BATCH")
+        if not is_app:  # actions: parent and root are the application run
+            app_job = events[0]["job"]["name"]
+            assert parent_of(event) == (namespace, app_job, app_run, namespace, app_job, app_run)
+    actions = [e for e in events if e["job"]["name"] != events[0]["job"]["name"]]
+    if actions:
+        start, end = actions
+        assert start["run"]["runId"] == end["run"]["runId"] != app_run
+        assert start["eventTime"] <= end["eventTime"]
+        assert start["outputs"][0]["name"] == f"{workdir}/lake/orders"
+
+
+def test_failed_action_carries_the_jvm_error(spark, workdir):
+    events, _ = run_captured(spark, workdir, failing_write)
+    fail = next(e for e in events if e["eventType"] == "FAIL")
+    error = fail["run"]["facets"]["errorMessage"]
+    assert error["programmingLanguage"] == "JAVA"
+    assert "boom" in error["message"]
+    assert error["stackTrace"].startswith(error["message"].split(":")[0])
+    assert "errorMessage" not in events[-1]["run"]["facets"]  # the application itself went on fine
+
+
+def test_sql_facet_on_actions_from_spark_sql(spark, workdir):
+    spark.sql(f"CREATE TABLE sql_facet_t (a INT) USING parquet LOCATION '{workdir}/lake/orders'")
+    query = "INSERT INTO sql_facet_t SELECT 1 AS a"
+    try:
+        events, _ = run_captured(spark, workdir, lambda spark, workdir: spark.sql(query))
+    finally:
+        spark.sql("DROP TABLE sql_facet_t")
+    assert kinds(events) == [("START", APP), ("START", WRITE_JOB), ("COMPLETE", WRITE_JOB), ("COMPLETE", APP)]
+    assert [e["job"]["facets"].get("sql", {}).get("query") for e in events] == [None, query, query, None]
+
+
+# (id, extra conf, expected app parent (ns, job, run, root ns, root job, root run) or None, expected action root)
+PARENTS = [
+    ("no_parent", {}, None, "app"),
+    ("parent", PARENT, ("airflow", "dag.task", PARENT["spark.openlineage.parentRunId"],
+                        "airflow", "dag.task", PARENT["spark.openlineage.parentRunId"]),
+     ("airflow", "dag.task", PARENT["spark.openlineage.parentRunId"])),
+    ("parent_and_root", {**PARENT, **ROOT}, ("airflow", "dag.task", PARENT["spark.openlineage.parentRunId"],
+                                             "airflow", "dag", ROOT["spark.openlineage.rootParentRunId"]),
+     ("airflow", "dag", ROOT["spark.openlineage.rootParentRunId"])),
+    ("partial_parent_ignored", {k: v for k, v in PARENT.items() if not k.endswith("RunId")}, None, "app"),
+    ("context_wins", {**PARENT, **ROOT, **CONTEXT},
+     ("ctx", "p", "01890000-0000-7000-8000-00000000000a", "ctx", "r", "01890000-0000-7000-8000-00000000000b"),
+     ("ctx", "r", "01890000-0000-7000-8000-00000000000b")),
+]
+
+
+@pytest.mark.parametrize("name,conf,app_parent,action_root", PARENTS, ids=[p[0] for p in PARENTS])
+def test_parent_and_root(spark, workdir, name, conf, app_parent, action_root):
+    events, _ = run_captured(spark, workdir, write_orders, conf)
+    assert len(events) == 4
+    app_start, action_start, action_end, app_end = events
+    assert parent_of(app_start) == parent_of(app_end) == app_parent
+    app_run = app_start["run"]["runId"]
+    expected_root = ("default", APP, app_run) if action_root == "app" else action_root
+    assert parent_of(action_start) == parent_of(action_end) == ("default", APP, app_run, *expected_root)
+
+
+# (id, extra conf, run facets expected on every event)
+FACET_CONF = [
+    ("defaults", {}, {"processing_engine", "spark_properties"}),
+    ("spark_properties_disabled", {"spark.openlineage.facets.spark_properties.disabled": "true"},
+     {"processing_engine"}),
+    ("disabled_false_keeps", {"spark.openlineage.facets.spark_properties.disabled": "false"},
+     {"processing_engine", "spark_properties"}),
+]
+
+
+@pytest.mark.parametrize("name,conf,expected", FACET_CONF, ids=[f[0] for f in FACET_CONF])
+def test_disabled_facets(spark, workdir, name, conf, expected):
+    events, _ = run_captured(spark, workdir, write_orders, conf)
+    assert [set(e["run"]["facets"]) - {"parent"} for e in events] == [expected] * 4
+
+
+def test_captured_properties(spark, workdir):
+    events, _ = run_captured(spark, workdir, count_only, {
+        "spark.openlineage.capturedProperties": "spark.app.name,spark.sql.shuffle.partitions,spark.not.set"})
+    assert events[0]["run"]["facets"]["spark_properties"]["properties"] == {
+        "spark.app.name": "spark plugin tests", "spark.sql.shuffle.partitions": "2"}
+
+
+# (id, extra conf, env) -> no instrumentation, no events
+KILL_SWITCHES = [
+    ("conf", {"spark.openlineage.disabled": "true"}, {}),
+    ("env", {}, {"OPENLINEAGE_DISABLED": "true"}),
+]
+
+
+@pytest.mark.parametrize("name,conf,env", KILL_SWITCHES, ids=[k[0] for k in KILL_SWITCHES])
+def test_kill_switch(spark, workdir, monkeypatch, name, conf, env):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    events, app = run_captured(spark, workdir, write_orders, conf)
+    assert app is None
+    assert events == []
+
+
+def test_unknown_keys_warned_once(spark, workdir, caplog):
+    with caplog.at_level(logging.WARNING, logger="spark_plugin"):
+        run_captured(spark, workdir, count_only, {"spark.openlineage.nmespace": "typo",
+                                                  "spark.openlineage.python.enabeld": "true"})
+    warnings = [r.getMessage() for r in caplog.records if r.name.startswith("spark_plugin")]
+    assert warnings == ["unknown or unsupported spark.openlineage.* keys ignored by the Python plugin: "
+                        "spark.openlineage.nmespace, spark.openlineage.python.enabeld"]
+
+
+def test_instrument_is_idempotent(spark, workdir):
+    events_file = Path(workdir) / "events.jsonl"
+    conf = {"spark.openlineage.transport.type": "file", "spark.openlineage.transport.location": str(events_file)}
+    first = spark_plugin.instrument(spark, conf)
+    try:
+        assert spark_plugin.instrument(spark, conf) is first
+        assert lifecycle.applications() == [first]
+        write_orders(spark, workdir)
+    finally:
+        spark_plugin.uninstrument()
+        spark_plugin.uninstrument()
+    assert kinds(read_events(events_file)) == [("START", APP), ("START", WRITE_JOB), ("COMPLETE", WRITE_JOB),
+                                              ("COMPLETE", APP)]
+    assert lifecycle.applications() == []
+
+
+def test_plugin_failure_loses_lineage_not_the_job(spark, workdir, monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError("plan reader bug")
+
+    monkeypatch.setattr(plan_lineage, "action_lineage", broken)
+
+    def two_writes(spark: Any, workdir: str) -> None:
+        write_orders(spark, workdir)
+        write_orders(spark, workdir)
+        assert spark.read.parquet(f"{workdir}/lake/orders").count() == 5
+
+    with caplog.at_level(logging.WARNING, logger="spark_plugin"):
+        events, _ = run_captured(spark, workdir, two_writes)
+    assert kinds(events) == [("START", APP), ("COMPLETE", APP)]
+    warnings = [r.getMessage() for r in caplog.records if r.name.startswith("spark_plugin")]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("lineage capture: lineage failed (RuntimeError: plan reader bug)")
+
+
+def test_backend_refusing_connections_spools(spark, workdir, isolated_lineage_env):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    began = time.monotonic()
+    events, app = run_captured(spark, workdir, write_orders, {
+        "spark.openlineage.transport.type": "http", "spark.openlineage.transport.url": f"http://127.0.0.1:{port}",
+        "spark.openlineage.transport.retry.total": "0"})  # openlineage-python's default retries take ~9s
+    assert time.monotonic() - began < 30
+    assert events == []  # nothing reached a file: it all went to the spool
+    assert (app.delivery_counts.delivered, app.delivery_counts.spooled, app.delivery_counts.dropped) == (0, 4, 0)
+    spooled = read_events(isolated_lineage_env / "spool" / "events.jsonl")
+    assert kinds(spooled) == [("START", APP), ("START", WRITE_JOB), ("COMPLETE", WRITE_JOB), ("COMPLETE", APP)]
+
+
+def test_silent_backend_cannot_hold_the_app(spark, workdir, caplog):
+    # A backend that accepts connections and never answers: delivery blocks on the worker only, and
+    # uninstrument() gives up after python.shutdownTimeoutSeconds.
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        port = server.getsockname()[1]
+        began = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="spark_plugin"):
+            events, app = run_captured(spark, workdir, write_orders, {
+                "spark.openlineage.transport.type": "http",
+                "spark.openlineage.transport.url": f"http://127.0.0.1:{port}",
+                "spark.openlineage.transport.timeoutInMillis": "20000",
+                "spark.openlineage.python.shutdownTimeoutSeconds": "1"})
+        elapsed = time.monotonic() - began
+    assert elapsed < 15, elapsed
+    assert any("delivery did not finish within 1.0s" in r.getMessage() for r in caplog.records)
+
+
+def test_uninstrument_unregisters_the_listener(spark, workdir):
+    _, app = run_captured(spark, workdir, write_orders)
+    calls = len(app.listener.timings)
+    assert calls >= 1
+    write_orders(spark, workdir)
+    spark._jsparkSession.sparkContext().listenerBus().waitUntilEmpty()
+    assert len(app.listener.timings) == calls
+    assert "stop" not in spark.sparkContext.__dict__  # SparkContext.stop is pyspark's own again
+
+
+def test_spark_connect_session_is_skipped_with_one_warning(monkeypatch, caplog):
+    class ConnectLikeSession:  # what a Spark Connect session lacks: a JVM session in this process
+        pass
+
+    monkeypatch.setitem(lifecycle._process, "connect_warned", False)
+    with caplog.at_level(logging.WARNING, logger="spark_plugin"):
+        assert spark_plugin.instrument(ConnectLikeSession()) is None
+        assert spark_plugin.instrument(ConnectLikeSession()) is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "lineage capture: Spark Connect sessions are not supported by the Python plugin (no JVM in this "
+        "process); lineage of this application is not captured"]

@@ -1,0 +1,138 @@
+"""Activation end to end: ``spark-submit --conf spark.openlineage.python.enabled=true app.py`` with an app
+that knows nothing about lineage. The start-up hook (``lineage_capture.pth``) must do everything."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import site
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ol_schema import assert_valid_event, read_events
+
+ROOT_DIR = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+SPARK_SUBMIT = VENV_BIN / "spark-submit"
+APP_FILE = Path(__file__).parent / "apps" / "orders_app.py"
+APP = "orders_app"
+WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_orders"
+FAILED_WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_failed"
+PARENT_RUN = "01890000-0000-7000-8000-000000000001"
+
+pytestmark = pytest.mark.skipif(not SPARK_SUBMIT.exists(), reason="spark-submit not found next to python")
+
+
+@pytest.fixture(scope="module")
+def hook_pythonpath(tmp_path_factory) -> list[str]:
+    """PYTHONPATH entries that make the driver run ``lineage_capture.pth`` as an installed package would.
+
+    Installed (``pip install [-e] .``): the .pth is in site-packages already. From a source checkout: a
+    ``sitecustomize`` adds a site dir holding a copy of the .pth, so site.py processes the same line.
+    """
+    if any((Path(d) / "lineage_capture.pth").exists() for d in site.getsitepackages()):
+        return [str(ROOT_DIR)]
+    root = tmp_path_factory.mktemp("hook")
+    (root / "site").mkdir()
+    shutil.copy(ROOT_DIR / "spark_plugin" / "lineage_capture.pth", root / "site" / "lineage_capture.pth")
+    (root / "sitecustomize.py").write_text(f"import site\nsite.addsitedir({str(root / 'site')!r})\n")
+    return [str(ROOT_DIR), str(root)]
+
+
+def submit(workdir: str, ending: str, conf: dict[str, str], hook_pythonpath: list[str],
+           state_dir: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENLINEAGE", "PYSPARK_", "SPARK_"))}
+    env.update(PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(hook_pythonpath),
+               LINEAGE_CAPTURE_STATE_DIR=str(state_dir), OPENLINEAGE_CONFIG=str(state_dir / "none.yml"))
+    command = [str(SPARK_SUBMIT), "--master", "local[1]", "--driver-memory", "512m",
+               "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
+               "--conf", "spark.sql.shuffle.partitions=1",
+               # C1-only JIT and serial GC halve a short driver's start-up on a small machine
+               "--driver-java-options", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    return subprocess.run([*command, str(APP_FILE), workdir, ending], env=env, capture_output=True, text=True,
+                          timeout=240, cwd=workdir)
+
+
+def traceback_of(output: str) -> list[str]:
+    """The Python traceback printed last, without log lines. spark-submit merges the driver's stderr into
+    its stdout, so that is where the traceback is."""
+    lines = output.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)"))
+    log_line = re.compile(r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d |\{\"ts\"|lineage capture:)")
+    return [line for line in lines[start:] if not log_line.match(line)]
+
+
+FILE = {"spark.openlineage.transport.type": "file"}
+ON = {"spark.openlineage.python.enabled": "true"}
+PARENT = {"spark.openlineage.parentJobNamespace": "airflow", "spark.openlineage.parentJobName": "dag.task",
+          "spark.openlineage.parentRunId": PARENT_RUN}
+
+# (id, app ending, extra conf, exit code, expected (eventType, job) sequence, app error message or None)
+SCENARIOS = [
+    ("stop", "stop", {**ON, **FILE, **PARENT}, 0,
+     [("START", APP), ("START", WRITE), ("COMPLETE", WRITE), ("COMPLETE", APP)], None),
+    ("action_fails", "action_fails", {**ON, **FILE}, 1,
+     [("START", APP), ("START", WRITE), ("COMPLETE", WRITE), ("START", FAILED_WRITE), ("FAIL", FAILED_WRITE),
+      ("FAIL", APP)], "boom in a task"),
+    ("app_raises", "raise", {**ON, **FILE}, 1,
+     [("START", APP), ("START", WRITE), ("COMPLETE", WRITE), ("FAIL", APP)], "ValueError: boom from the app"),
+    ("sys_exit_3", "exit3", {**ON, **FILE}, 3,
+     [("START", APP), ("START", WRITE), ("COMPLETE", WRITE), ("FAIL", APP)], "the application exited with code 3"),
+]
+
+
+@pytest.mark.parametrize("name,ending,conf,code,expected,error", SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_spark_submit(workdir, hook_pythonpath, isolated_lineage_env, name, ending, conf, code, expected, error):
+    events_file = Path(workdir) / "events.jsonl"
+    result = submit(workdir, ending, {**conf, "spark.openlineage.transport.location": str(events_file)},
+                    hook_pythonpath, isolated_lineage_env)
+    assert result.returncode == code, result.stderr[-3000:]
+    assert "rows: 5" in result.stdout
+    events = read_events(events_file)
+    for event in events:
+        assert_valid_event(event)
+    assert [(e["eventType"], e["job"]["name"]) for e in events] == expected
+    app_run = events[0]["run"]["runId"]
+    assert events[-1]["run"]["runId"] == app_run
+    app_parent = events[0]["run"]["facets"].get("parent")
+    assert (app_parent["run"]["runId"] if app_parent else None) == (PARENT_RUN if "parentRunId" in str(conf) else None)
+    for action in events[1:-1]:
+        parent = action["run"]["facets"]["parent"]
+        assert (parent["job"]["name"], parent["run"]["runId"]) == (APP, app_run)
+    app_error = events[-1]["run"]["facets"].get("errorMessage")
+    assert (app_error is None) == (error is None)
+    if error is not None:
+        assert error in app_error["message"]
+        assert app_error["programmingLanguage"] == "PYTHON"
+    if ending in ("action_fails", "raise"):
+        # the application's own failure is untouched: same traceback as without the plugin
+        baseline = submit(workdir, ending, {}, hook_pythonpath, isolated_lineage_env)
+        assert baseline.returncode == code
+        assert list(isolated_lineage_env.iterdir()) == []  # not enabled: the hook stayed inert (no events)
+        assert traceback_of(result.stdout) == traceback_of(baseline.stdout)
+
+
+def test_dead_backend_and_no_stop(workdir, hook_pythonpath, isolated_lineage_env):
+    """http to a closed port, app never stops Spark: exit 0, events spooled at the interpreter's exit."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    began = time.monotonic()
+    result = submit(workdir, "no_stop", {**ON, "spark.openlineage.transport.type": "http",
+                                         "spark.openlineage.transport.url": f"http://127.0.0.1:{port}",
+                                         "spark.openlineage.transport.retry.total": "0"},
+                    hook_pythonpath, isolated_lineage_env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "rows: 5" in result.stdout
+    assert time.monotonic() - began < 120
+    spooled = read_events(isolated_lineage_env / "spool" / "events.jsonl")
+    assert [(e["eventType"], e["job"]["name"]) for e in spooled] == [
+        ("START", APP), ("START", WRITE), ("COMPLETE", WRITE), ("COMPLETE", APP)]

@@ -1,0 +1,211 @@
+"""The plugin runtime's pure parts: SparkConf reading, the failure guard, exit-status judgement, the
+start-up hook's cost. No SparkSession needed."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emitter.records import JobRef, RunRef
+from spark_plugin import exit_status
+from spark_plugin.config import PluginConfig
+from spark_plugin.guard import Guard
+
+ROOT_DIR = Path(__file__).resolve().parents[2]
+P = "spark.openlineage."
+RUN_A, RUN_B = "01890000-0000-7000-8000-00000000000a", "01890000-0000-7000-8000-00000000000b"
+
+# (id, SparkConf, env, expected PluginConfig fields)
+CONFIGS = [
+    ("defaults", {"spark.app.name": "MyTestApplication"}, {},
+     dict(namespace="default", app_name="my_test_application", parent=None, root=None,
+          captured_properties=("spark.master", "spark.app.name"), disabled_facets=frozenset(), disabled=False,
+          shutdown_timeout_s=5.0, queue_size=1000, unknown=())),
+    ("app_name_key_wins", {"spark.app.name": "x", P + "appName": "Open Lineage Integration CTAS Load"}, {},
+     dict(app_name="open_lineage_integration_ctas_load")),
+    ("namespace", {P + "namespace": "team-a"}, {}, dict(namespace="team-a")),
+    ("parent_all_three", {P + "parentJobNamespace": "af", P + "parentJobName": "d.t", P + "parentRunId": RUN_A}, {},
+     dict(parent=RunRef(RUN_A, JobRef("af", "d.t")), root=None)),
+    ("parent_missing_run_id", {P + "parentJobNamespace": "af", P + "parentJobName": "d.t"}, {}, dict(parent=None)),
+    ("root", {P + "rootParentJobNamespace": "af", P + "rootParentJobName": "d", P + "rootParentRunId": RUN_B}, {},
+     dict(parent=None, root=RunRef(RUN_B, JobRef("af", "d")))),
+    ("context_wins", {P + "parentJobNamespace": "af", P + "parentJobName": "d.t", P + "parentRunId": RUN_A,
+                      P + "context": json.dumps({"parent": {"run": {"runId": RUN_B},
+                                                            "job": {"namespace": "c", "name": "p"}}})}, {},
+     dict(parent=RunRef(RUN_B, JobRef("c", "p")), root=None)),
+    ("context_not_json_falls_back", {P + "parentJobNamespace": "af", P + "parentJobName": "d.t",
+                                     P + "parentRunId": RUN_A, P + "context": "{oops"}, {},
+     dict(parent=RunRef(RUN_A, JobRef("af", "d.t")))),
+    ("captured_properties", {P + "capturedProperties": "spark.master, spark.executor.memory,"}, {},
+     dict(captured_properties=("spark.master", "spark.executor.memory"))),
+    ("facets_disabled", {P + "facets.spark_properties.disabled": "true", P + "facets.spark.logicalPlan.disabled":
+                         "TRUE", P + "facets.schema.disabled": "false"}, {},
+     dict(disabled_facets=frozenset({"spark_properties", "spark.logicalPlan"}), unknown=())),
+    ("disabled_conf", {P + "disabled": "true"}, {}, dict(disabled=True)),
+    ("disabled_env", {}, {"OPENLINEAGE_DISABLED": "true"}, dict(disabled=True)),
+    ("python_keys", {P + "python.enabled": "true", P + "python.shutdownTimeoutSeconds": "2.5",
+                     P + "python.queueSize": "10"}, {}, dict(shutdown_timeout_s=2.5, queue_size=10, unknown=())),
+    ("unknown_keys", {P + "nmespace": "x", P + "transport.type": "http", P + "transport.auth.apiKey": "k",
+                      P + "jobName.appendDatasetName": "false", P + "debugFacet": "enabled"}, {},
+     dict(unknown=("debugFacet", "nmespace"))),
+]
+
+
+@pytest.mark.parametrize("name,spark_conf,env,expected", CONFIGS, ids=[c[0] for c in CONFIGS])
+def test_plugin_config(name, spark_conf, env, expected):
+    config = PluginConfig.from_spark_conf(spark_conf, environ=env)
+    assert {field: getattr(config, field) for field in expected} == expected
+
+
+def test_emitter_overrides_drop_unknown_keys_and_prefix():
+    config = PluginConfig.from_spark_conf({"spark.app.name": "a", P + "transport.type": "http",
+                                           P + "transport.url": "http://h:5000", P + "nmespace": "x"}, environ={})
+    assert config.emitter_overrides == {"transport.type": "http", "transport.url": "http://h:5000"}
+
+
+def test_guard_logs_a_kind_once_and_switches_a_failing_part_off(caplog):
+    guard = Guard(max_consecutive=3)
+    calls = []
+
+    def boom(n):
+        calls.append(n)
+        raise ValueError(f"bad {n}")
+
+    with caplog.at_level(logging.WARNING, logger="spark_plugin"):
+        results = [guard.call("lineage", boom, n) for n in range(5)]
+        assert guard.call("emit", lambda: "ok") == "ok"
+    assert results == [None] * 5
+    assert calls == [0, 1, 2]  # switched off after the third failure in a row
+    assert guard.disabled == {"lineage"}
+    assert [r.getMessage() for r in caplog.records] == [
+        "lineage capture: lineage failed (ValueError: bad 0); the application is not affected, further "
+        "failures of this kind are counted, not logged",
+        "lineage capture: lineage failed 3 times in a row: switched off for this run",
+    ]
+
+
+def test_guard_streak_resets_on_success():
+    guard = Guard(max_consecutive=2)
+    outcomes = iter([ValueError("x"), "ok", ValueError("y"), "ok"])
+
+    def step():
+        item = next(outcomes)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    assert [guard.call("p", step) for _ in range(4)] == [None, "ok", None, "ok"]
+    assert guard.disabled == set() and guard.failures["p"] == 2
+
+
+# (id, Python snippet run as a script with the plugin's exit tracking, expected exit code, failed?, message)
+EXITS = [
+    ("normal_end", "pass", 0, False, ""),
+    ("sys_exit_0", "sys.exit(0)", 0, False, ""),
+    ("sys_exit_3", "sys.exit(3)", 3, True, "the application exited with code 3"),
+    ("sys_exit_message", "sys.exit('bad input')", 1, True, "the application exited with code 1: bad input"),
+    ("builtin_exit_4", "exit(4)", 4, True, "the application exited with code 4"),
+    ("uncaught", "raise ValueError('boom')", 1, True, "ValueError: boom"),
+    ("caught", "try:\n    raise ValueError('x')\nexcept ValueError:\n    pass", 0, False, ""),
+    ("exit_in_thread", "import threading\nt = threading.Thread(target=sys.exit, args=(5,))\nt.start(); t.join()",
+     0, False, ""),
+]
+
+
+@pytest.mark.parametrize("name,body,code,failed,message", EXITS, ids=[e[0] for e in EXITS])
+def test_exit_outcome(tmp_path, name, body, code, failed, message):
+    script = tmp_path / "app.py"
+    script.write_text(
+        "import atexit, json, sys\n"
+        "from spark_plugin import exit_status\n"
+        "exit_status.install()\n"
+        f"atexit.register(lambda: open({str(tmp_path / 'out.json')!r}, 'w').write(json.dumps(\n"
+        "    [exit_status.at_exit().failed, exit_status.at_exit().message])))\n" + body + "\n")
+    result = subprocess.run([sys.executable, str(script)], cwd=ROOT_DIR, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT_DIR)}, timeout=60)
+    assert result.returncode == code, result.stderr
+    assert json.loads((tmp_path / "out.json").read_text()) == [failed, message]
+
+
+# (id, exception propagating through SparkContext.stop, expected at_stop(): Outcome or None = decide at exit)
+STOPS = [
+    ("nothing", None, exit_status.Outcome(False)),
+    ("system_exit_0", SystemExit(0), exit_status.Outcome(False)),
+    ("system_exit_2", SystemExit(2), exit_status.Outcome(True, "the application exited with code 2")),
+    ("error", ValueError("x"), None),
+]
+
+
+@pytest.mark.parametrize("name,error,expected", STOPS, ids=[s[0] for s in STOPS])
+def test_at_stop(name, error, expected):
+    if error is None:
+        assert exit_status.at_stop() == expected
+        return
+    try:
+        raise error
+    except BaseException:  # noqa: BLE001 - what a finally block around spark.stop() sees
+        assert exit_status.at_stop() == expected
+
+
+def test_install_is_reversible():
+    import builtins
+
+    before = (sys.exit, builtins.exit)
+    exit_status.install()
+    exit_status.install()
+    assert sys.exit is not before[0]
+    exit_status.uninstall()
+    exit_status.uninstall()
+    assert (sys.exit, builtins.exit) == before
+
+
+def test_startup_hook_is_inert_outside_spark_submit(tmp_path):
+    """The .pth line in a process without PYSPARK_GATEWAY_PORT: imports nothing of ours nor pyspark."""
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    (site_dir / "lineage_capture.pth").write_text((ROOT_DIR / "spark_plugin" / "lineage_capture.pth").read_text())
+    code = (f"import site, sys; site.addsitedir({str(site_dir)!r}); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('spark_plugin', 'pyspark', 'py4j')))")
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
+    inert = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                           env={**env, "PYTHONPATH": str(ROOT_DIR)})
+    assert inert.stdout.strip() == "[]", inert.stderr
+    armed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                           env={**env, "PYTHONPATH": str(ROOT_DIR), "PYSPARK_GATEWAY_PORT": "1"})
+    assert armed.stdout.strip() == "['spark_plugin', 'spark_plugin._startup']", armed.stderr
+
+
+def test_worker_drops_when_full_never_blocks(caplog):
+    import threading
+
+    from spark_plugin.worker import Worker
+
+    started, release, handled = threading.Event(), threading.Event(), []
+
+    def handle(item):
+        started.set()
+        release.wait(10)  # a slow backend: the worker is stuck on the first item
+        handled.append(item)
+
+    worker = Worker(handle, Guard(), queue_size=2)
+    with caplog.at_level(logging.WARNING, logger="spark_plugin"):
+        assert worker.submit("a")
+        assert started.wait(5)  # "a" is in flight, the queue is empty again
+        accepted = [worker.submit(item) for item in "bcde"]
+        assert worker.submit("app-end", always=True)
+    assert accepted == [True, True, False, False]
+    assert worker.dropped == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        "lineage capture: the lineage queue is full (backend slow or down?); dropping lineage of further "
+        "actions until it catches up (counted, reported at the end)"]
+    assert worker.drain(0.2) is False  # the time budget is honoured while "a" hangs
+    release.set()
+    assert worker.drain(5)
+    assert handled == ["a", "b", "c", "app-end"]
+    worker.stop(5)
+    assert worker.submit("late") is False

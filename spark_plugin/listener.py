@@ -49,6 +49,17 @@ class QueryListener:
         #: nanoseconds spent in each callback, most recent last (bounded)
         self.timings: collections.deque[int] = collections.deque(maxlen=timing_samples)
 
+    # The JVM compares listeners when it removes one (CopyOnWriteArrayList.remove calls equals on each
+    # registered listener, ours included, whatever its position): py4j forwards those calls here.
+    def equals(self, other: Any) -> bool:
+        return other is self
+
+    def hashCode(self) -> int:  # noqa: N802 - JVM name
+        return id(self) & 0x7FFFFFFF
+
+    def toString(self) -> str:  # noqa: N802 - JVM name
+        return f"lineage-capture QueryListener@{id(self):x}"
+
     def onSuccess(self, funcName: str, qe: Any, durationNs: int) -> None:  # noqa: N802,N803 - JVM names
         began = time.perf_counter_ns()
         if self.active:

@@ -98,80 +98,130 @@ def generate(path: Path, statements: int, seed: int = 4) -> None:
             hour += 1
 
 
-def run_one(log: Path, statements: int) -> dict[str, float]:
-    """Harvest ``log`` in this process; returns the measurements."""
+def _cpu(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_one(log: Path, statements: int, in_process: bool = False) -> dict[str, float]:
+    """Harvest ``log`` in this process (XML read by a second process if the harvester chooses to, unless
+    ``in_process``); returns the measurements."""
     sys.path.insert(0, str(ROOT))
+    from harvesters import xevents
     from harvesters.cli import main
 
+    if in_process:
+        xevents.BACKGROUND_MIN_BYTES = sys.maxsize
     events = Path(f"/tmp/xe_bench_events_{statements}.jsonl")
     events.unlink(missing_ok=True)
     os.environ["LINEAGE_CAPTURE_STATE_DIR"] = "/tmp/xe_bench_state"
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu(resource.RUSAGE_SELF)
     code = main(["sqlserver", "--xml", str(log), "--server", "db01", "--conf", "transport.type=file",
                  "--conf", f"transport.location={events}"])
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, _cpu(resource.RUSAGE_SELF) - cpu
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     with open(events, "rb") as f:
         emitted = sum(1 for _ in f)
     return {"exit": code, "statements": statements, "seconds": elapsed, "rate": statements / elapsed,
-            "peak_rss_mb": rss_mb, "events": emitted, "log_mb": log.stat().st_size / 1e6}
+            "peak_rss_mb": rss_mb, "events": emitted, "log_mb": log.stat().st_size / 1e6,
+            "cpu_us": cpu / statements * 1e6, "reader_cpu_us": _cpu(resource.RUSAGE_CHILDREN) / statements * 1e6,
+            "reader_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
 
 
-def run_without_emitter(log: Path, statements: int) -> dict[str, float]:
-    """The harvester's own share: read, convert, parse (cached), group, build RunRecords; no emitter."""
+#: Harvester stages measured alone (each adds one step to the previous): CPU per statement by difference.
+STAGES = ("read", "convert", "group")
+
+
+def run_stage(log: Path, statements: int, stage: str) -> dict[str, float]:
+    """The harvester's own share up to ``stage``, in this process, no emitter: ``read`` the XML, ``convert``
+    events to statements (lineage cached by shape), ``group`` into task runs and build the RunRecords."""
     sys.path.insert(0, str(ROOT))
     from harvesters.sqlserver import EventConverter, Harvest, LineageCache
     from harvesters.state import Window
     from harvesters.tasks import TaskGrouper
     from harvesters.xevents import read_file
 
-    records = []
-    grouper = TaskGrouper(lambda r: records.append(1), "default", "SQLSERVER", timedelta(minutes=30))
+    records = 0
+
+    def sink(record: object) -> None:
+        nonlocal records
+        records += 1
+
+    grouper = TaskGrouper(sink, "default", "SQLSERVER", timedelta(minutes=30))
     harvest = Harvest(EventConverter("sqlserver://db01:1433", LineageCache()), grouper, Window(None, None))
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu(resource.RUSAGE_SELF)
     for item in read_file(str(log)):
-        harvest.feed(item.value)
+        if stage == "convert":
+            harvest.converter.convert(item.value)
+        elif stage == "group":
+            harvest.feed(item.value)
     grouper.close_all()
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, _cpu(resource.RUSAGE_SELF) - cpu
     return {"statements": statements, "seconds": elapsed, "rate": statements / elapsed,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "records": len(records)}
+            "cpu_us": cpu / statements * 1e6, "records": records,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def _child(size: int, *flags: str) -> dict[str, float] | None:
+    child = subprocess.run([sys.executable, __file__, "--run", str(size), *flags], capture_output=True, text=True,
+                           cwd=ROOT)
+    if child.returncode != 0:
+        print(child.stderr, file=sys.stderr)
+        return None
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    result["summary"] = next((line for line in reversed(child.stderr.splitlines())
+                              if line.startswith("harvest sqlserver:")), "")
+    return result
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="100000,1000000")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also measure CPU per statement by component (4 more harvests per size)")
     parser.add_argument("--run", type=int, help=argparse.SUPPRESS)  # child process: harvest one size
-    parser.add_argument("--without-emitter", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)
+    parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.run:
-        run = run_without_emitter if args.without_emitter else run_one
-        print(json.dumps(run(Path(f"/tmp/xe_bench_{args.run}.xml"), args.run)))
+        log = Path(f"/tmp/xe_bench_{args.run}.xml")
+        result = run_stage(log, args.run, args.stage) if args.stage else run_one(log, args.run, args.in_process)
+        print(json.dumps(result))
         return 0
     ok = True
     for size in [int(s) for s in args.sizes.split(",")]:
         log = Path(f"/tmp/xe_bench_{size}.xml")
         if not log.exists():
             generate(log, size)
-        child = subprocess.run([sys.executable, __file__, "--run", str(size)], capture_output=True, text=True,
-                               cwd=ROOT)
-        if child.returncode != 0:
-            print(child.stderr, file=sys.stderr)
+        result = _child(size)
+        if result is None:
             return 1
-        result = json.loads(child.stdout.strip().splitlines()[-1])
-        summary = [line for line in child.stderr.splitlines() if line.startswith("harvest sqlserver:")]
         good = result["rate"] >= TARGET_RATE and (size < 1_000_000 or result["peak_rss_mb"] <= TARGET_RSS_MB)
         ok &= good
         print(f"{size:>9,} statements ({result['log_mb']:.0f} MB of XML): {result['seconds']:.1f} s, "
-              f"{result['rate']:,.0f} statements/s, peak RSS {result['peak_rss_mb']:.0f} MB, "
-              f"{result['events']:,} events, exit {result['exit']} -> {'OK' if good else 'BELOW TARGET'}")
-        if summary:
-            print("  " + summary[-1])
-        alone = subprocess.run([sys.executable, __file__, "--run", str(size), "--without-emitter"],
-                               capture_output=True, text=True, cwd=ROOT)
-        if alone.returncode == 0:
-            share = json.loads(alone.stdout.strip().splitlines()[-1])
-            print(f"  harvester alone (no emitter): {share['seconds']:.1f} s, {share['rate']:,.0f} statements/s, "
-                  f"peak RSS {share['peak_rss_mb']:.0f} MB")
+              f"{result['rate']:,.0f} statements/s, peak RSS {result['peak_rss_mb']:.0f} MB "
+              f"(XML reader process {result['reader_rss_mb']:.0f} MB), {result['events']:,} events, "
+              f"exit {result['exit']} -> {'OK' if good else 'BELOW TARGET'}")
+        print(f"  CPU per statement: harvest process {result['cpu_us']:.0f} us, XML reader process "
+              f"{result['reader_cpu_us']:.0f} us (wall time needs both cores free: compare CPU on a busy machine)")
+        if result["summary"]:
+            print("  " + result["summary"])
+        if not args.breakdown:
+            alone = _child(size, "--stage", "group")
+            if alone is not None:
+                print(f"  harvester alone (no emitter, XML read in process): {alone['seconds']:.1f} s, "
+                      f"{alone['rate']:,.0f} statements/s, {alone['cpu_us']:.0f} us CPU per statement")
+            continue
+        stages = {stage: _child(size, "--stage", stage) for stage in STAGES}
+        whole = _child(size, "--in-process")
+        if whole is None or None in stages.values():
+            return 1
+        costs, before = {}, 0.0
+        for name, cpu in [*((s, r["cpu_us"]) for s, r in stages.items()), ("emit", whole["cpu_us"])]:
+            costs[name], before = cpu - before, cpu
+        print("  CPU us per statement, all in one process: " + ", ".join(
+            f"{name} {cost:.0f}" for name, cost in costs.items()) + f" = {whole['cpu_us']:.0f} "
+              f"(emit includes the CLI's start-up, {whole['seconds']:.1f} s wall)")
     print(f"targets: >= {TARGET_RATE:,} statements/s, <= {TARGET_RSS_MB} MB peak RSS at 1M")
     return 0 if ok else 1
 

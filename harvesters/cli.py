@@ -8,13 +8,14 @@ second run prints a message and exits 0 (cron overlap is normal; the running har
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -96,18 +97,26 @@ def _add_sqlserver(sub: Any) -> None:
     parser.set_defaults(run=run_sqlserver)
 
 
+def _add_snowflake(sub: Any) -> None:
+    # deferred: registering the options loads the Snowflake harvester (~0.3 s), which `harvest sqlserver`
+    # does not need
+    from harvesters.snowflake_cli import add_snowflake_parser
+
+    add_snowflake_parser(sub)
+
+
 #: Subcommands: name -> function adding its parser (the Snowflake harvester registers here too).
-from harvesters.snowflake_cli import add_snowflake_parser  # noqa: E402 - import-light, defined apart
-
-SUBCOMMANDS: dict[str, Callable[[Any], None]] = {"sqlserver": _add_sqlserver, "snowflake": add_snowflake_parser}
+SUBCOMMANDS: dict[str, Callable[[Any], None]] = {"sqlserver": _add_sqlserver, "snowflake": _add_snowflake}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``harvest`` parser; with ``command``, only that subcommand is registered (start-up time)."""
     parser = argparse.ArgumentParser(prog="harvest", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in SUBCOMMANDS.values():
-        add(sub)
+    for name, add in SUBCOMMANDS.items():
+        if command is None or name == command:
+            add(sub)
     return parser
 
 
@@ -116,7 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     from emitter.log import configure_cli_logging
 
     configure_cli_logging()
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # the subcommand is the first argument (``harvest`` has no options of its own); anything else (--help,
+    # a typo) gets the full parser, so help and "invalid choice" list every subcommand
+    command = argv[0] if argv and argv[0] in SUBCOMMANDS else None
+    args = build_parser(command).parse_args(argv)
     return args.run(args)
 
 
@@ -210,9 +223,9 @@ def _file_head(path: str, size: int) -> str:
         return hashlib.sha256(f.read(size)).hexdigest()
 
 
-def _xml_items(path: str, saved: Mapping[str, Any] | None) -> tuple[Iterator[Any], int]:
+def _xml_items(path: str, saved: Mapping[str, Any] | None) -> tuple[Generator[Any, None, None], int]:
     """Items of one XML file from its saved position (from the start when the file was replaced)."""
-    from harvesters.xevents import read_events, read_file
+    from harvesters.xevents import read_events, read_file, read_file_background, use_background_reader
 
     if path == "-":
         return read_events(sys.stdin.buffer), 0
@@ -223,7 +236,8 @@ def _xml_items(path: str, saved: Mapping[str, Any] | None) -> tuple[Iterator[Any
         if size < offset or _file_head(path, head_len) != saved.get("head"):
             log.warning("%s was replaced since the last harvest: reading it from the start", path)
             offset = 0
-    return read_file(path, offset), offset
+    read = read_file_background if use_background_reader(path) else read_file
+    return read(path, offset), offset
 
 
 def run_sqlserver(args: argparse.Namespace) -> int:
@@ -327,11 +341,12 @@ def _harvest_xml(args: argparse.Namespace, harvest: Any, state: dict[str, Any]) 
         items, offset = _xml_items(path, files.get(path))
         position = offset
         stopped = False
-        for item in items:
-            if not harvest.feed(item.value):
-                stopped = True
-                break
-            position = item.resume_offset
+        with contextlib.closing(items):  # stops a background reader at once when stopping early
+            for item in items:
+                if not harvest.feed(item.value):
+                    stopped = True
+                    break
+                position = item.resume_offset
         if path != "-":
             head_len = min(HEAD_BYTES, position)
             files[path] = {"offset": position, "head_len": head_len, "head": _file_head(path, head_len)}

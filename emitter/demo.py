@@ -1,11 +1,20 @@
-"""``lineage-demo``: the main job in miniature. Emits a parent run (a pipeline task) with one child run (a
-statement reading ``raw.orders`` and writing ``mart.daily_orders``) through the emitter, to the configured
-transport or the embedded default file, and prints what was written."""
+"""``lineage-demo``: the main job in miniature, in three parts that all write to the configured transport (the
+embedded default file unless configured), each followed by what it wrote:
+
+1. the emitter: a task run with one statement run under it;
+2. ``harvest sqlserver`` over two Extended Events statements of one task, a temp table flowing between them;
+3. ``spark-submit --conf spark.openlineage.python.enabled=true`` of a small PySpark application
+   (skip with ``--no-spark``)."""
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
 import sys
+import tempfile
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 
 def demo_records():
@@ -34,29 +43,123 @@ def demo_records():
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the demo; prints each event as one JSON line after a short header."""
+#: Two statements of one task, as SQL Server's Extended Events record them: a temp table flows through.
+_XEVENT = (
+    '<event name="sql_statement_completed" package="sqlserver" timestamp="{ts}"><data name="duration"><value>4000'
+    '</value></data><data name="row_count"><value>{rows}</value></data><data name="statement"><value><![CDATA[{sql}]]>'
+    '</value></data><action name="session_id" package="sqlserver"><value>112</value></action><action '
+    'name="database_name" package="sqlserver"><value><![CDATA[Sales]]></value></action><action name="client_hostname" '
+    'package="sqlserver"><value><![CDATA[etl01]]></value></action><action name="client_app_name" package="sqlserver">'
+    '<value><![CDATA[python_task::load_archive]]></value></action><action name="event_sequence" package="package0">'
+    '<value>{seq}</value></action></event>\n'
+)
+_STATEMENTS = [
+    "SELECT o.OrderID, SUM(l.Qty * l.Price) AS Total INTO #recent FROM dbo.Orders AS o WITH (NOLOCK) "
+    "JOIN dbo.OrderLines AS l ON l.OrderID = o.OrderID GROUP BY o.OrderID",
+    "INSERT INTO Reporting.dbo.OrderArchive (OrderID, Total) SELECT r.OrderID, r.Total FROM #recent AS r",
+]
+
+#: A PySpark application that knows nothing about lineage: run with spark-submit and one --conf.
+_SPARK_APP = """
+import sys
+from pyspark.sql import SparkSession
+out = sys.argv[1]
+spark = SparkSession.builder.appName("Demo Orders ETL").getOrCreate()
+spark.createDataFrame([(1, "a", 10.0), (2, "b", 5.0)], "id int, customer string, amount double") \\
+    .write.mode("overwrite").parquet(out + "/raw/orders")
+spark.createDataFrame([("a", "Ada"), ("b", "Bob")], "customer string, name string") \\
+    .write.mode("overwrite").parquet(out + "/raw/customers")
+orders, customers = spark.read.parquet(out + "/raw/orders"), spark.read.parquet(out + "/raw/customers")
+orders.join(customers, "customer").groupBy("name").sum("amount") \\
+    .write.mode("overwrite").parquet(out + "/mart/spend_by_customer")
+spark.stop()
+"""
+
+
+def _show(events: list[dict]) -> None:
+    for event in events:
+        parent = event["run"]["facets"].get("parent", {}).get("job", {}).get("name", "-")
+        inputs = ", ".join(d["name"] for d in event.get("inputs", [])) or "-"
+        outputs = ", ".join(d["name"] for d in event.get("outputs", [])) or "-"
+        print(f"  {event['eventType']:<8} {event['job']['name']}\n           parent={parent}  in: {inputs}  out: {outputs}")
+
+
+class _EventFile:
+    """Reads back what each part appended to the file transport (nothing to read for other transports)."""
+
+    def __init__(self) -> None:
+        from emitter.config import load_config
+
+        transport = load_config().transport or {}
+        self.path = Path(transport["log_file_path"]) if transport.get("type") == "file" else None
+        self.where = str(self.path or transport.get("url") or transport.get("type"))
+        self._offset = self.path.stat().st_size if self.path and self.path.exists() else 0
+
+    def new_events(self) -> list[dict]:
+        if self.path is None or not self.path.exists():
+            return []
+        with open(self.path, "rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        self._offset += len(data)
+        return [json.loads(line) for line in data.splitlines() if line.strip()]
+
+
+def _emitter_part(events: _EventFile) -> int:
     from emitter.emitter import Emitter
-    from emitter.events import event_dict
+
+    emitter = Emitter.from_config()
+    emitter.emit_batch(demo_records())
+    counts = emitter.close()
+    print(f"\n1. emitter: a task run and one statement under it -> {events.where}")
+    _show(events.new_events())
+    return 0 if counts.dropped == 0 else 1
+
+
+def _harvest_part(events: _EventFile, work: Path) -> int:
+    from harvesters.cli import main as harvest
+
+    xml = work / "events.xml"
+    xml.write_text("".join(_XEVENT.format(ts=f"2024-05-14T02:20:1{i}.000Z", rows=100 + i, sql=sql, seq=900 + i)
+                           for i, sql in enumerate(_STATEMENTS)))
+    print("\n2. harvest sqlserver: two statements of the task python_task::load_archive (temp table between them)")
+    code = harvest(["sqlserver", "--xml", str(xml), "--server", "sqlprod01:1433"])
+    _show(events.new_events())
+    return code
+
+
+def _spark_part(events: _EventFile, work: Path) -> int:
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    if not spark_submit.exists():
+        print("\n3. spark-submit: skipped (spark-submit not found next to this Python)")
+        return 0
+    app = work / "orders_etl.py"
+    app.write_text(_SPARK_APP)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    command = [str(spark_submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+               "--conf", "spark.openlineage.python.enabled=true", str(app), str(work / "data")]
+    print("\n3. spark-submit --conf spark.openlineage.python.enabled=true orders_etl.py (the app has no lineage code)")
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
+    _show(events.new_events())
+    return done.returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo: the emitter, the SQL Server harvester and the Spark plugin, each writing its events to the
+    configured transport (the embedded default file unless configured), and show what they wrote."""
     from emitter.log import configure_cli_logging
 
-    configure_cli_logging()
-    emitter = Emitter.from_config()
-    records = demo_records()
-    emitter.emit_batch(records)
-    counts = emitter.close()
-    where = emitter.config.transport.get("log_file_path") or emitter.config.transport.get("url") or \
-        emitter.config.transport.get("type")
-    print(f"emitted {len(records)} events ({counts.delivered} delivered, {counts.spooled} spooled) "
-          f"to {where} [{emitter.config.source}]:")
-    for record in records:
-        event = event_dict(record)
-        parent = event["run"]["facets"].get("parent", {}).get("job", {}).get("name", "-")
-        print(f"  {event['eventType']:<8} {event['job']['name']:<45} parent={parent}")
-    if "--json" in (argv if argv is not None else sys.argv[1:]):
-        for record in records:
-            print(json.dumps(event_dict(record), sort_keys=True))
-    return 0 if counts.dropped == 0 else 1
+    args = sys.argv[1:] if argv is None else argv
+    configure_cli_logging(logging.WARNING)
+    events = _EventFile()
+    with tempfile.TemporaryDirectory(prefix="lineage-demo-") as tmp:
+        codes = [_emitter_part(events), _harvest_part(events, Path(tmp))]
+        if "--no-spark" not in args:
+            codes.append(_spark_part(events, Path(tmp)))
+    print(f"\nall events are in {events.where}")
+    return max(codes)
 
 
 if __name__ == "__main__":

@@ -7,11 +7,13 @@ import logging
 REDACTED_LOGGERS = ("emitter", "harvesters", "spark_plugin", "openlineage")
 
 
-def install_redaction() -> None:
-    """Attach the redacting filter to every handler of the root logger and to our package loggers (idempotent).
+def install_redaction(*, root_handlers: bool) -> None:
+    """Attach the redacting filter to our loggers and, in our own command-line processes, to the root
+    logger's handlers (idempotent).
 
-    A filter on a logger only sees records created on that very logger, so module loggers
-    (``emitter.emitter``...) are covered through the handlers that finally write the lines.
+    A filter on a logger only sees records created on that very logger, so each of our module loggers
+    (``emitter.emitter``, ``spark_plugin.lifecycle``...) gets one. Inside a host process (a Spark driver) the
+    host's handlers are left alone: redacting the application's own log lines is not ours to do.
     """
     from emitter.redact import RedactingFilter
 
@@ -19,14 +21,17 @@ def install_redaction() -> None:
         if not any(isinstance(f, RedactingFilter) for f in target.filters):
             target.addFilter(RedactingFilter())
 
-    for name in REDACTED_LOGGERS:
+    names = [name for name in list(logging.Logger.manager.loggerDict)
+             if name.split(".", 1)[0] in REDACTED_LOGGERS]
+    for name in {*REDACTED_LOGGERS, *names}:
         ensure(logging.getLogger(name))
-    for handler in logging.getLogger().handlers:
-        ensure(handler)
+    if root_handlers:
+        for handler in logging.getLogger().handlers:
+            ensure(handler)
 
 
 def configure_cli_logging(level: int = logging.INFO) -> None:
     """Command-line tools: plain ``level: message`` lines on stderr, redacted."""
     logging.basicConfig(level=level, format="%(levelname)s: %(message)s")
     logging.getLogger("openlineage").setLevel(logging.WARNING)
-    install_redaction()
+    install_redaction(root_handlers=True)

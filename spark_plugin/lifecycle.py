@@ -253,6 +253,9 @@ def _is_classic(spark: Any) -> bool:
 
 
 def _start(spark: Any, conf: Mapping[str, str] | None) -> Application | None:
+    from emitter.log import install_redaction
+
+    install_redaction(root_handlers=False)  # our log lines only: the application's handlers stay as they are
     sc = spark.sparkContext
     with _lock:
         for app in _live:

@@ -116,3 +116,17 @@ def test_run_ids_are_uuid7_and_stable_for_harvested_runs():
     assert stable_run_id(T0, "a", "bc") != stable_run_id(T0, "ab", "c")  # key parts do not run together
     later = stable_run_id(T0 + timedelta(hours=1), "sqlserver", "q-1")
     assert later > a  # time-ordered, as UUIDv7 promises
+
+
+def test_our_log_lines_are_redacted_without_touching_the_hosts(caplog):
+    import logging
+
+    from emitter.log import install_redaction
+
+    install_redaction(root_handlers=False)
+    with caplog.at_level(logging.INFO):
+        logging.getLogger("emitter.emitter").warning("delivery to %s failed", "http://etl:hunter2@marquez:5000")
+        logging.getLogger("spark_plugin.lifecycle").warning("conf PWD=%s", "s3cr3t;")
+        logging.getLogger("someones.app").warning("app says password=visible")  # not ours: left alone
+    assert "hunter2" not in caplog.text and "s3cr3t" not in caplog.text
+    assert "password=visible" in caplog.text

@@ -7,6 +7,19 @@ import logging
 REDACTED_LOGGERS = ("emitter", "harvesters", "spark_plugin", "openlineage")
 
 
+def _our_module_loggers() -> list[str]:
+    """``package.module`` for every module of our packages, imported or not (modules log under their name),
+    so a module imported after this call logs through a filtered logger too."""
+    import importlib
+    import pkgutil
+
+    names = []
+    for package in ("emitter", "harvesters", "spark_plugin"):
+        path = importlib.import_module(package).__path__
+        names += [f"{package}.{module.name}" for module in pkgutil.iter_modules(path)]
+    return names
+
+
 def install_redaction(*, root_handlers: bool) -> None:
     """Attach the redacting filter to our loggers and, in our own command-line processes, to the root
     logger's handlers (idempotent).
@@ -21,9 +34,8 @@ def install_redaction(*, root_handlers: bool) -> None:
         if not any(isinstance(f, RedactingFilter) for f in target.filters):
             target.addFilter(RedactingFilter())
 
-    names = [name for name in list(logging.Logger.manager.loggerDict)
-             if name.split(".", 1)[0] in REDACTED_LOGGERS]
-    for name in {*REDACTED_LOGGERS, *names}:
+    for name in {*REDACTED_LOGGERS, *_our_module_loggers(),
+                 *(n for n in list(logging.Logger.manager.loggerDict) if n.split(".", 1)[0] in REDACTED_LOGGERS)}:
         ensure(logging.getLogger(name))
     if root_handlers:
         for handler in logging.getLogger().handlers:

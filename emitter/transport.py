@@ -17,6 +17,9 @@ log = logging.getLogger(__name__)
 #: Keys every transport config may carry (read by openlineage-python's factory itself).
 _FACTORY_KEYS = frozenset({"type", "name", "priority"})
 _announced_files: set[str] = set()
+#: One JSON encoder for every event (json.dumps with options builds one per call); events are trees, so the
+#: circular-reference bookkeeping is skipped.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 #: The file transport's buffered lines reach the OS at least this often.
 FLUSH_EVERY_SECONDS = 0.5
 
@@ -72,7 +75,7 @@ def _json_lines_file_transport() -> type:
                 return super().emit(event)
             if self._handle is None:
                 self._handle = self._file_handler.open_file(self.config.log_file_path, "a")
-            self._handle.write(json.dumps(event, separators=(",", ":")) + "\n")
+            self._handle.write(_ENCODE(event) + "\n")
             if time.monotonic() - self._flushed_at > FLUSH_EVERY_SECONDS:
                 self.flush()
             return None

@@ -1,6 +1,7 @@
 """Test-wide isolation: no test reads the developer's OpenLineage configuration or writes to ~/.local/state."""
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -20,3 +21,19 @@ def isolated_lineage_env(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("OPENLINEAGE_CONFIG", str(state / "no-openlineage.yml"))
     return state
 
+
+
+@pytest.fixture(autouse=True)
+def restore_root_logging():
+    """Command-line entry points run in-process here configure logging for a whole process (a handler on the
+    root logger, redaction filters on it): undo that after each test so no test sees another's set-up."""
+    root = logging.getLogger()
+    handlers = [(handler, list(handler.filters)) for handler in root.handlers]
+    level = root.level
+    yield
+    for handler in root.handlers[:]:
+        if all(handler is not kept for kept, _ in handlers):
+            root.removeHandler(handler)
+    for handler, filters in handlers:
+        handler.filters[:] = filters
+    root.setLevel(level)

@@ -632,7 +632,6 @@ class Harvest:
         self.counts = HarvestCounts()
         self.last_end: datetime | None = None  # latest END_TIME harvested
         self._tick = tick
-        self._last_sweep: datetime | None = None
         self._call_ends: list[tuple[datetime, str]] = []
 
     def feed(self, row: HistoryRow | Unreadable) -> None:
@@ -665,7 +664,7 @@ class Harvest:
         if call is not None:
             heapq.heappush(self._call_ends, (call.end, call.query_id))
         self._add(result)
-        self._sweep(row.start)
+        self.grouper.advance(row.start)
 
     def finish(self) -> None:
         """End of the input: complete the module runs of every CALL read (their children all started)."""
@@ -693,14 +692,6 @@ class Harvest:
                 self.sink.fail_module(call.query_id, error_message_run.ErrorMessageRunFacet(
                     message=call.error_message or "procedure failed", programmingLanguage="SQL"))
             self.grouper.end_module(query_id, end, call.failed)
-
-    def _sweep(self, clock: datetime) -> None:
-        # complete task runs gone idle as the history's clock advances (bounded open runs on long inputs)
-        if self._last_sweep is None:
-            self._last_sweep = clock
-        elif clock - self._last_sweep > self.grouper.idle_gap:
-            self.grouper.close_idle(clock)
-            self._last_sweep = clock
 
 
 def open_history(path: str) -> IO[str]:

@@ -437,7 +437,6 @@ class Harvest:
         self.window = window
         self.counts = HarvestCounts()
         self._tick = tick
-        self._last_sweep: datetime | None = None
 
     def feed(self, value: XEvent | Unreadable) -> bool:
         """Handle one event; False when it lies at or after the window's end (stop there, do not consume it)."""
@@ -455,7 +454,7 @@ class Harvest:
         result = self.converter.convert(value)
         if isinstance(result, Statement):
             self.grouper.add(result)
-            self._sweep(value.timestamp)
+            self.grouper.advance(value.timestamp)
         elif isinstance(result, ModuleEnd):
             self.grouper.end_module(result.module_key, result.end, result.failed)
         elif result.unparsed:
@@ -465,11 +464,3 @@ class Harvest:
         else:
             self.counts.skipped[result.reason] += 1
         return True
-
-    def _sweep(self, clock: datetime) -> None:
-        # complete task runs gone idle as the log's clock advances, so long logs do not pile up open runs
-        if self._last_sweep is None:
-            self._last_sweep = clock
-        elif clock - self._last_sweep > self.grouper.idle_gap:
-            self.grouper.close_idle(clock)
-            self._last_sweep = clock

@@ -272,6 +272,7 @@ class TaskGrouper:
         self._module_owner: dict[str, tuple[str, str, str]] = {}  # module_key -> task run key
         self._query_type = JobType("QUERY", integration)
         self._task_type = JobType("TASK", integration)
+        self._last_sweep: datetime | None = None
 
     # ---- input -------------------------------------------------------------------------------------------
 
@@ -324,6 +325,15 @@ class TaskGrouper:
         """Complete every task run idle for longer than the idle gap at ``clock``."""
         for key in [k for k, run in self._open.items() if is_idle(run.last_end, clock, self.idle_gap)]:
             self._close(key)
+
+    def advance(self, clock: datetime) -> None:
+        """The log's clock moved to ``clock``: once per idle gap, complete the task runs gone idle, so a long
+        log does not pile up open runs."""
+        if self._last_sweep is None:
+            self._last_sweep = clock
+        elif clock - self._last_sweep > self.idle_gap:
+            self.close_idle(clock)
+            self._last_sweep = clock
 
     def close_all(self) -> None:
         """Complete every open task run (end of the input when no state keeps them open)."""

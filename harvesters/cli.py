@@ -315,23 +315,31 @@ def run_sqlserver(args: argparse.Namespace) -> int:
             state["covered_activities"] = converter.covered_state()
         else:
             grouper.close_all()  # no next harvest to continue them
-        counts = emitter.close()
-        if counts.dropped:
-            note = f"{counts.dropped} events could not be delivered nor spooled: state not advanced"
-            print(summary_line(label, harvest, grouper, grouper.open_count, note), file=sys.stderr)
-            return EXIT_SKIPPED
-        if args.state and not args.dry_run:
-            checkpoint.commit()
-            note = f"state saved to {args.state}"
-        else:
-            note = "dry run, state untouched" if args.dry_run and args.state else "no state kept"
-        print(summary_line(label, harvest, grouper, grouper.open_count if args.state else 0, note),
-              file=sys.stderr)
-        bad = sum(harvest.counts.unparsed.values()) + sum(harvest.counts.unreadable.values())
-        return EXIT_SKIPPED if bad else EXIT_OK
+        return finish_harvest(label, args, emitter, checkpoint, harvest, grouper)
     finally:
         if lock is not None:
             lock.release()
+
+
+def finish_harvest(label: str, args: argparse.Namespace, emitter: Any, checkpoint: Any, harvest: Any,
+                   grouper: Any, window_note: str = "") -> int:
+    """Deliver what is left, advance the checkpoint only when no event was lost, print the summary line and
+    return the exit code (shared by every ``harvest`` subcommand)."""
+    counts = emitter.close()
+    if counts.dropped:
+        note = f"{counts.dropped} events could not be delivered nor spooled: state not advanced"
+        print(summary_line(label, harvest, grouper, grouper.open_count, note), file=sys.stderr)
+        return EXIT_SKIPPED
+    if args.state and not args.dry_run:
+        checkpoint.commit()
+        note = f"state saved to {args.state}"
+    else:
+        note = "dry run, state untouched" if args.dry_run and args.state else "no state kept"
+    if window_note:
+        note = f"{window_note}; {note}"
+    print(summary_line(label, harvest, grouper, grouper.open_count if args.state else 0, note), file=sys.stderr)
+    bad = sum(harvest.counts.unparsed.values()) + sum(harvest.counts.unreadable.values())
+    return EXIT_SKIPPED if bad else EXIT_OK
 
 
 def _harvest_xml(args: argparse.Namespace, harvest: Any, state: dict[str, Any]) -> None:

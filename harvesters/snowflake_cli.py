@@ -77,7 +77,7 @@ def run_snowflake(args: argparse.Namespace) -> int:
     """``harvest snowflake``: see the module docstring and the README section."""
     from emitter.naming import snowflake_namespace
     from emitter.redact import redact
-    from harvesters.cli import EXIT_OK, EXIT_SKIPPED, EXIT_USAGE, Progress, job_namespace, make_emitter, summary_line
+    from harvesters.cli import EXIT_OK, EXIT_USAGE, Progress, finish_harvest, job_namespace, make_emitter
     from harvesters.snowflake import (
         DEFAULT_MAX_STATEMENT_CHARS, INTEGRATION, FacetSink, LineageCache, RowConverter, parse_time,
     )
@@ -158,21 +158,8 @@ def run_snowflake(args: argparse.Namespace) -> int:
                 state["seen"] = harvest.seen.state(window_end - overlap)
         else:
             grouper.close_all()  # no next harvest to continue them
-        counts = emitter.close()
-        if counts.dropped:
-            note = f"{counts.dropped} events could not be delivered nor spooled: state not advanced"
-            print(summary_line(label, harvest, grouper, grouper.open_count, note), file=sys.stderr)
-            return EXIT_SKIPPED
-        if args.state and not args.dry_run:
-            checkpoint.commit()
-            note = f"state saved to {args.state}"
-        else:
-            note = "dry run, state untouched" if args.dry_run and args.state else "no state kept"
-        if live:
-            note = f"window {harvest.window.start.isoformat()} to {harvest.window.end.isoformat()}; {note}"
-        print(summary_line(label, harvest, grouper, grouper.open_count if args.state else 0, note), file=sys.stderr)
-        bad = sum(harvest.counts.unparsed.values()) + sum(harvest.counts.unreadable.values())
-        return EXIT_SKIPPED if bad else EXIT_OK
+        window = f"window {harvest.window.start.isoformat()} to {harvest.window.end.isoformat()}" if live else ""
+        return finish_harvest(label, args, emitter, checkpoint, harvest, grouper, window)
     finally:
         if lock is not None:
             lock.release()

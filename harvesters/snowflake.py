@@ -44,6 +44,7 @@ from openlineage.client.facet_v2 import error_message_run, external_query_run, s
 from emitter.naming import normalize_name
 from emitter.records import START, RunRecord
 from harvesters.sqlserver import Lineage, Skip, reason_of, statement_shape
+from harvesters.sqlserver import LineageCache as SqlServerLineageCache
 from harvesters.state import Window
 from harvesters.tasks import UNKNOWN_TASK, Statement, TaskGrouper, find_parent_ids, is_run_marker, task_job_name
 
@@ -364,20 +365,15 @@ def _literal_as_identifier(match: re.Match[str]) -> str:
     return f"{match.group(1)}{match.group(2)}__lit_{match.group(3).encode('utf-8').hex()}"
 
 
-class LineageCache:
+class LineageCache(SqlServerLineageCache):
     """``table_lineage`` in the Snowflake dialect, memoised (least recently used out) by
     (QUERY_PARAMETERIZED_HASH or statement shape, database, schema, the session's temp tables)."""
 
     def __init__(self, max_entries: int = 20_000) -> None:
-        from harvesters.sql import table_lineage
+        super().__init__(DIALECT, None, max_entries)
 
-        self._table_lineage = table_lineage
-        self.max_entries = max_entries
-        self._cache: OrderedDict[tuple[Any, ...], Lineage] = OrderedDict()
-        self.hits = self.misses = 0
-
-    def lineage(self, sql: str, database: str | None, schema: str | None, temps: frozenset[str] = frozenset(),
-                parameterized_hash: str = "") -> Lineage:
+    def lineage(self, sql: str, database: str | None, schema: str | None = None,  # type: ignore[override]
+                temps: frozenset[str] = frozenset(), parameterized_hash: str = "") -> Lineage:
         if "(" in sql and _NAMED_BY_LITERAL.search(sql):
             shape = statement_shape(_NAMED_BY_LITERAL.sub(_literal_as_identifier, sql))
         else:
@@ -385,21 +381,8 @@ class LineageCache:
         if temps:  # only the temp tables the text may name: the others must not split the cache
             lowered = sql.casefold()
             temps = frozenset(t for t in temps if _last_part(t) in lowered)
-        key = (shape, database, schema, temps)
-        cached = self._cache.get(key)
-        if cached is not None:
-            self.hits += 1
-            self._cache.move_to_end(key)
-            return cached
-        self.misses += 1
-        found = self._table_lineage(sql, DIALECT, default_database=database, default_schema=schema,
-                                    temp_tables=temps)
-        result = Lineage(tuple(found.inputs), tuple(found.outputs), tuple(found.temp_inputs),
-                         tuple(found.temp_outputs), tuple(found.statement_types), found.error)
-        self._cache[key] = result
-        if len(self._cache) > self.max_entries:
-            self._cache.popitem(last=False)
-        return result
+        return self.memoised((shape, database, schema, temps), sql, default_database=database,
+                             default_schema=schema, temp_tables=temps)
 
 
 @attrs.frozen

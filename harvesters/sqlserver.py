@@ -122,9 +122,12 @@ NO_LINEAGE = Lineage((), (), (), (), (), None)
 
 
 class LineageCache:
-    """``table_lineage`` memoised by (statement shape, default database), bounded (least recently used out)."""
+    """``table_lineage`` memoised by (statement shape, default database), bounded (least recently used out).
 
-    def __init__(self, dialect: str = DIALECT, default_schema: str = DEFAULT_SCHEMA,
+    :meth:`memoised` is the cache itself; the Snowflake harvester's cache keys it differently.
+    """
+
+    def __init__(self, dialect: str = DIALECT, default_schema: str | None = DEFAULT_SCHEMA,
                  max_entries: int = 20_000) -> None:
         from harvesters.sql import table_lineage
 
@@ -132,11 +135,15 @@ class LineageCache:
         self.dialect = dialect
         self.default_schema = default_schema
         self.max_entries = max_entries
-        self._cache: OrderedDict[tuple[str, str | None], Lineage] = OrderedDict()
+        self._cache: OrderedDict[tuple[Any, ...], Lineage] = OrderedDict()
         self.hits = self.misses = 0
 
     def lineage(self, sql: str, database: str | None) -> Lineage:
-        key = (statement_shape(sql), database)
+        return self.memoised((statement_shape(sql), database), sql, default_database=database,
+                             default_schema=self.default_schema)
+
+    def memoised(self, key: tuple[Any, ...], sql: str, **engine_options: Any) -> Lineage:
+        """The lineage cached under ``key``, else ``table_lineage(sql, dialect, **engine_options)`` stored there."""
         cached = self._cache.get(key)
         if cached is not None:
             self.hits += 1
@@ -144,11 +151,9 @@ class LineageCache:
             return cached
         self.misses += 1
         try:
-            found = self._table_lineage(sql, self.dialect, default_database=database,
-                                        default_schema=self.default_schema)
-            result = Lineage(tuple(found.inputs), tuple(found.outputs), tuple(getattr(found, "temp_inputs", ())),
-                             tuple(getattr(found, "temp_outputs", ())), tuple(getattr(found, "statement_types", ())),
-                             found.error)
+            found = self._table_lineage(sql, self.dialect, **engine_options)
+            result = Lineage(tuple(found.inputs), tuple(found.outputs), tuple(found.temp_inputs),
+                             tuple(found.temp_outputs), tuple(found.statement_types), found.error)
         except Exception as error:  # noqa: BLE001 - the engine promises not to raise; a bug costs one statement
             result = Lineage((), (), (), (), (), f"lineage engine error: {type(error).__name__}")
         self._cache[key] = result

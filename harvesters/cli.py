@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -247,7 +247,7 @@ def run_sqlserver(args: argparse.Namespace) -> int:
         BACKENDS, DEFAULT_MAX_STATEMENT_CHARS, EventConverter, Harvest, LineageCache, UsageError, connection_string,
         server_from_connection_string,
     )
-    from harvesters.state import Checkpoint, HarvestLock, LockBusy, StateError, Window, closing_clock
+    from harvesters.state import Checkpoint, StateError, Window, closing_clock
     from harvesters.tasks import TaskGrouper
 
     label = "harvest sqlserver"
@@ -274,14 +274,9 @@ def run_sqlserver(args: argparse.Namespace) -> int:
         print(f"{label}: {error}", file=sys.stderr)
         return EXIT_USAGE
 
-    lock = HarvestLock(args.state) if args.state and not args.dry_run else None
-    if lock is not None:
-        try:
-            lock.acquire()
-        except LockBusy as error:
-            print(f"{label}: {error}; nothing done (that harvest covers the input)", file=sys.stderr)
+    with state_lock(label, args) as free:
+        if not free:
             return EXIT_OK
-    try:
         try:
             emitter = make_emitter(args.conf, args.dry_run)
             lineage = LineageCache()
@@ -316,6 +311,24 @@ def run_sqlserver(args: argparse.Namespace) -> int:
         else:
             grouper.close_all()  # no next harvest to continue them
         return finish_harvest(label, args, emitter, checkpoint, harvest, grouper)
+
+
+@contextlib.contextmanager
+def state_lock(label: str, args: argparse.Namespace) -> Iterator[bool]:
+    """Hold the state file's lock for the harvest (none without ``--state`` or with ``--dry-run``). Yields False,
+    after saying so, when another harvest holds it: that harvest covers the input, so this one does nothing."""
+    from harvesters.state import HarvestLock, LockBusy
+
+    lock = HarvestLock(args.state) if args.state and not args.dry_run else None
+    if lock is not None:
+        try:
+            lock.acquire()
+        except LockBusy as error:
+            print(f"{label}: {error}; nothing done (that harvest covers the input)", file=sys.stderr)
+            yield False
+            return
+    try:
+        yield True
     finally:
         if lock is not None:
             lock.release()

@@ -77,14 +77,15 @@ def run_snowflake(args: argparse.Namespace) -> int:
     """``harvest snowflake``: see the module docstring and the README section."""
     from emitter.naming import snowflake_namespace
     from emitter.redact import redact
-    from harvesters.cli import EXIT_OK, EXIT_USAGE, Progress, finish_harvest, job_namespace, make_emitter
+    from harvesters.cli import (EXIT_OK, EXIT_USAGE, Progress, finish_harvest, job_namespace, make_emitter,
+                                state_lock)
     from harvesters.snowflake import (
         DEFAULT_MAX_STATEMENT_CHARS, INTEGRATION, FacetSink, LineageCache, RowConverter, parse_time,
     )
     from harvesters.snowflake_live import (
         UsageError, connect_connector, connect_odbc, connector_arguments, odbc_connection_string,
     )
-    from harvesters.state import Checkpoint, HarvestLock, LockBusy, StateError
+    from harvesters.state import Checkpoint, StateError
     from harvesters.tasks import TaskGrouper
 
     label = "harvest snowflake"
@@ -111,14 +112,9 @@ def run_snowflake(args: argparse.Namespace) -> int:
         print(f"{label}: {error}", file=sys.stderr)
         return EXIT_USAGE
 
-    lock = HarvestLock(args.state) if args.state and not args.dry_run else None
-    if lock is not None:
-        try:
-            lock.acquire()
-        except LockBusy as error:
-            print(f"{label}: {error}; nothing done (that harvest covers the input)", file=sys.stderr)
+    with state_lock(label, args) as free:
+        if not free:
             return EXIT_OK
-    try:
         try:
             emitter = make_emitter(args.conf, args.dry_run)
         except ValueError as error:
@@ -160,9 +156,6 @@ def run_snowflake(args: argparse.Namespace) -> int:
             grouper.close_all()  # no next harvest to continue them
         window = f"window {harvest.window.start.isoformat()} to {harvest.window.end.isoformat()}" if live else ""
         return finish_harvest(label, args, emitter, checkpoint, harvest, grouper, window)
-    finally:
-        if lock is not None:
-            lock.release()
 
 
 def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, sink: Any, checkpoint: Any,

@@ -119,7 +119,9 @@ class Emitter:
         """Release parent terminal events still held for open children, push buffered events out of the
         transport, then return the counts so far."""
         with self._lock:
-            for run_id in list(self._held_terminals):
+            while self._held_terminals:  # children whose terminal never came: deepest held runs go first
+                held = self._held_terminals.keys()
+                run_id = next((r for r in held if not self._open_children.get(r, set()) & held), next(iter(held)))
                 self._release(run_id)
             flush_transport = getattr(self._transport, "flush", None)
             if flush_transport is not None:
@@ -169,11 +171,12 @@ class Emitter:
         if record.is_terminal:
             self._open_children.pop(record.run_id, None)
             parent = self._parent_of.pop(record.run_id, None)
-            if parent is not None:
-                siblings = self._open_children.get(parent)
-                if siblings is not None:
-                    siblings.discard(record.run_id)
-                    if not siblings and parent in self._held_terminals:
+            siblings = self._open_children.get(parent) if parent is not None else None
+            if siblings is not None:
+                siblings.discard(record.run_id)
+                if not siblings:
+                    del self._open_children[parent]
+                    if parent in self._held_terminals:
                         self._release(parent)
 
     def _release(self, run_id: str) -> None:
@@ -184,9 +187,9 @@ class Emitter:
     # ---- delivery ----------------------------------------------------------------------------------------
 
     def _send(self, record: RunRecord) -> None:
-        event = event_dict(record)
         if self.config.disabled or self._transport is None:
             return
+        event = event_dict(record)
         if self._spool_in_use and not self._drain():
             self._to_spool(event)
             return

@@ -161,3 +161,21 @@ def test_parent_terminal_waits_for_children(tmp_path, events_in, delivered_order
 
     names = {v: k for k, v in ids.items()}
     assert [f"{names[e['run']['runId']]}:{e['eventType']}" for e in read_events(out)] == delivered_order
+
+
+def test_flush_releases_held_terminals_deepest_first(tmp_path):
+    """A grandchild never finishes: at flush its parent's and grandparent's held terminals still go child-first."""
+    out = tmp_path / "events.jsonl"
+    emitter = Emitter.from_config({"transport.type": "file", "transport.location": str(out)})
+    runs = {name: RunRef(f"01900000-0000-7000-8000-00000000000{i}", JobRef("ns", name))
+            for i, name in enumerate(["p", "p.c", "p.c.g"], start=1)}
+    parent_of = {"p": None, "p.c": runs["p"], "p.c.g": runs["p.c"]}
+    steps = [("p", START), ("p.c", START), ("p.c.g", START), ("p", COMPLETE), ("p.c", COMPLETE)]
+    for i, (name, state) in enumerate(steps):
+        emitter.emit(RunRecord(state, T0 + timedelta(seconds=i), runs[name].job, runs[name].run_id,
+                               JobType("QUERY", "SQLSERVER"), parent=parent_of[name]))
+    emitter.close()
+    from ol_schema import read_events
+
+    assert [(e["job"]["name"], e["eventType"]) for e in read_events(out)] == [
+        ("p", "START"), ("p.c", "START"), ("p.c.g", "START"), ("p.c", "COMPLETE"), ("p", "COMPLETE")]

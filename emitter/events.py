@@ -1,4 +1,5 @@
-"""RunRecord -> OpenLineage RunEvent (openlineage-python ``event_v2``/``facet_v2`` classes) -> redacted JSON dict.
+"""RunRecord -> OpenLineage RunEvent (openlineage-python ``event_v2``/``facet_v2`` classes) -> redacted JSON dict
+(:func:`event_dict`).
 
 The emitter adds what every event needs and producers must not forget: the ``jobType`` job facet (Marquez
 rejects events without ``jobType.jobType``), the ``parent`` run facet with ``root`` (spec 1-2-0), and
@@ -74,15 +75,6 @@ def _core_event(record: RunRecord) -> event_v2.RunEvent:
         outputs=[_output(ds) for ds in record.outputs],
         producer=PRODUCER,
     )
-
-
-def build_event(record: RunRecord) -> event_v2.RunEvent:
-    """The openlineage-python RunEvent for one record."""
-    event = _core_event(record)
-    event.job.facets["jobType"] = _job_type_facet(record.job_type)
-    if record.parent is not None:
-        event.run.facets["parent"] = parent_facet(record.parent, record.root)
-    return event
 
 
 #: Fields whose values the emitter itself generates (ids, times, enums, schema URLs): no secret can be there,

@@ -49,8 +49,8 @@ def unknown_transport_keys(transport: Mapping[str, Any]) -> list[str]:
     fields |= {"sslContext", "sslcontext", "customHeaders", "apiKey"}
     unknown = sorted(k for k in transport if k not in fields and k not in _FACTORY_KEYS)
     if transport.get("type") == "composite":
-        for sub in (transport.get("transports") or {}).values() if isinstance(transport.get("transports"), Mapping) \
-                else transport.get("transports") or []:
+        subs = transport.get("transports") or ()
+        for sub in subs.values() if isinstance(subs, Mapping) else subs:
             unknown += [f"transports.{key}" for key in unknown_transport_keys(sub)]
     return unknown
 

@@ -20,7 +20,7 @@ from openlineage.client.constants import DEFAULT_PRODUCER
 from openlineage.client.facet_v2 import job_type_job, parent_run
 
 from emitter.naming import safe_namespace
-from emitter.records import Dataset, JobType, RunRecord, RunRef
+from emitter.records import Dataset, JobType, RunRecord, RunRef, unvalidated
 from emitter.redact import MASK, is_secret_key, redact
 
 VERSION = "0.1.0"
@@ -81,12 +81,26 @@ def _core_event(record: RunRecord) -> event_v2.RunEvent:
 #: and skipping them halves the redaction work per event.
 _OWN_FIELDS = frozenset({"_producer", "_schemaURL", "schemaURL", "producer", "eventType", "eventTime", "runId",
                          "jobType", "processingType", "integration"})
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+#: attrs class -> its fields as (name, whether the emitter itself generates the value)
+_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+#: Facet instances serialized lately, by identity (the instance is kept, so its id cannot be reused): a run's
+#: START and COMPLETE share their ``sql`` facet, a Spark app's actions their schema facets.
+_RECENT_FACETS: dict[int, tuple[Any, dict[str, Any]]] = {}
+_RECENT_FACETS_MAX = 1024
 
 
 @lru_cache(maxsize=16384)
 def _redact_short(text: str) -> str:
     return redact(text)  # namespaces, names and types repeat across events: remember their answers
+
+
+_is_secret_key = lru_cache(maxsize=4096)(is_secret_key)  # the same few field and property names every event
+
+
+def _string(value: str, key: str) -> str:
+    if value and _is_secret_key(key):
+        return MASK  # {"spark.hadoop.fs.s3a.secret.key": "..."}: the key says the whole value is secret
+    return _redact_short(value) if len(value) <= 256 else redact(value)
 
 
 def _plain(value: Any, key: str = "") -> Any:
@@ -97,9 +111,7 @@ def _plain(value: Any, key: str = "") -> Any:
     if kind is str:
         if key in _OWN_FIELDS:
             return PRODUCER if key == "_producer" and value == DEFAULT_PRODUCER else value
-        if value and is_secret_key(key):
-            return MASK  # {"spark.hadoop.fs.s3a.secret.key": "..."}: the key says the whole value is secret
-        return _redact_short(value) if len(value) <= 256 else redact(value)
+        return _string(value, key)
     if kind is dict:
         return {k: _plain(v, k) for k, v in value.items() if v is not None}
     if kind is list or kind is tuple:
@@ -107,26 +119,39 @@ def _plain(value: Any, key: str = "") -> Any:
         return [item for item in items if not (type(item) is dict and not item)]
     if kind is int or kind is float or kind is bool:
         return value
-    names = _FIELD_NAMES.get(kind)
-    if names is None:
+    recent = _RECENT_FACETS.get(id(value))
+    if recent is not None and recent[0] is value:
+        return recent[1]
+    fields = _FIELDS.get(kind)
+    if fields is None:
         if isinstance(value, Enum):
             return value.value
         if isinstance(value, (date, UUID)):
             return str(value) if isinstance(value, UUID) else value.isoformat()
         if not attrs.has(kind):
             return value
-        names = _FIELD_NAMES[kind] = tuple(field.name for field in attrs.fields(kind))
+        fields = _FIELDS[kind] = tuple((f.name, f.name in _OWN_FIELDS) for f in attrs.fields(kind))
     out = {}
-    for name in names:
+    for name, own in fields:
         field_value = getattr(value, name)
-        if field_value is not None:
+        if field_value is None:
+            continue
+        if own and type(field_value) is str:  # ids, times, schema URLs: nothing to redact
+            out[name] = PRODUCER if name == "_producer" and field_value == DEFAULT_PRODUCER else field_value
+        elif own and isinstance(field_value, Enum):  # eventType
+            out[name] = field_value.value
+        else:
             out[name] = _plain(field_value, name)
+    if "_producer" in out:  # a facet: remember it for the next event that carries the same instance
+        if len(_RECENT_FACETS) >= _RECENT_FACETS_MAX:
+            _RECENT_FACETS.clear()
+        _RECENT_FACETS[id(value)] = (value, out)
     return out
 
 
 @lru_cache(maxsize=4096)
 def _parent_plain(parent: RunRef, root: RunRef | None) -> dict[str, Any]:
-    with attrs.validators.disabled():
+    with unvalidated():
         return _plain(parent_facet(parent, root))
 
 
@@ -138,9 +163,7 @@ def _job_type_plain(job_type: JobType) -> dict[str, Any]:
 def event_dict(record: RunRecord) -> dict[str, Any]:
     """The JSON-ready, redacted event for one record: what every transport is handed (read-only: the jobType
     and parent facets are shared between the events of one job type / one parent)."""
-    # openlineage-python's validators re-check what we built from our own records (UUIDs, ISO times, URIs)
-    # and cost three quarters of the build; the official JSON schemas check our events in the tests instead.
-    with attrs.validators.disabled():
+    with unvalidated():
         plain = _plain(_core_event(record))
     # The same facets for every child of a task run or Spark app: built and serialized once per parent.
     plain["job"]["facets"]["jobType"] = _job_type_plain(record.job_type)

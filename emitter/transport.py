@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import sys
 import time
@@ -11,15 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import attr
+import orjson
 
 log = logging.getLogger(__name__)
 
 #: Keys every transport config may carry (read by openlineage-python's factory itself).
 _FACTORY_KEYS = frozenset({"type", "name", "priority"})
 _announced_files: set[str] = set()
-#: One JSON encoder for every event (json.dumps with options builds one per call); events are trees, so the
-#: circular-reference bookkeeping is skipped.
-_ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 #: The file transport's buffered lines reach the OS at least this often.
 FLUSH_EVERY_SECONDS = 0.5
 
@@ -63,6 +60,8 @@ def _json_lines_file_transport() -> type:
     was three quarters of the emitter's time. In append mode on a local path this subclass writes the line on
     a handle kept open, handing lines to the OS at least every FLUSH_EVERY_SECONDS and on the emitter's
     flush()/close() (a harvester's checkpoint moves only after that); anything else goes to the stock ``emit``.
+    Lines are UTF-8 JSON from orjson: a quarter of the standard library encoder's time, which was a sixth of
+    a harvested statement's.
     """
     from openlineage.client.transport.file import FileTransport
 
@@ -74,8 +73,8 @@ def _json_lines_file_transport() -> type:
             if not (isinstance(event, dict) and self.config.append and not self.config._needs_fsspec()):
                 return super().emit(event)
             if self._handle is None:
-                self._handle = self._file_handler.open_file(self.config.log_file_path, "a")
-            self._handle.write(_ENCODE(event) + "\n")
+                self._handle = self._file_handler.open_file(self.config.log_file_path, "ab")
+            self._handle.write(orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE))
             if time.monotonic() - self._flushed_at > FLUSH_EVERY_SECONDS:
                 self.flush()
             return None

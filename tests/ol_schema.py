@@ -75,4 +75,5 @@ def read_events(path: Path) -> list[dict]:
     """The JSON events written by the file transport (one per line), in order."""
     if not Path(path).exists():
         return []
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    lines = Path(path).read_text(encoding="utf-8").split("\n")  # not splitlines(): U+2028 may sit inside a string
+    return [json.loads(line) for line in lines if line.strip()]

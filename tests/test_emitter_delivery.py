@@ -11,7 +11,7 @@ from ol_schema import assert_valid_event
 from emitter.cli import main as emitter_cli
 from emitter.demo import demo_records
 from emitter.emitter import Emitter
-from emitter.records import COMPLETE, START, JobRef, JobType, RunRecord, RunRef
+from emitter.records import COMPLETE, START, Dataset, JobRef, JobType, RunRecord, RunRef
 
 FAST_RETRY = {"transport.retry.total": "2", "transport.retry.connect": "2", "transport.retry.backoff_factor": "0.01"}
 T0 = datetime(2026, 11, 1, 3, 0, tzinfo=timezone.utc)
@@ -179,3 +179,21 @@ def test_flush_releases_held_terminals_deepest_first(tmp_path):
 
     assert [(e["job"]["name"], e["eventType"]) for e in read_events(out)] == [
         ("p", "START"), ("p.c", "START"), ("p.c.g", "START"), ("p.c", "COMPLETE"), ("p", "COMPLETE")]
+
+
+def test_file_transport_writes_utf8_json_lines_that_read_back_exactly(tmp_path):
+    out = tmp_path / "events.jsonl"
+    emitter = Emitter.from_config({"transport.type": "file", "transport.location": str(out)})
+    names = ["Ventes.dbo.Clients_été", "売上.公開.注文", 'quote"and\\backslash', "tab\tnew\nline", "line\u2028separator"]
+    for i, name in enumerate(names):
+        emitter.emit(RunRecord(START, T0, JobRef("ns", f"job_{i}"), f"01900000-0000-7000-8000-{i:012d}",
+                               JobType("QUERY", "SQLSERVER"), inputs=[Dataset("mssql://db:1433", name)]))
+    emitter.close()
+    raw = out.read_bytes()
+    assert raw.count(b"\n") == len(names) and raw.endswith(b"\n")  # one event per line
+    from ol_schema import read_events
+
+    events = read_events(out)
+    assert [e["inputs"][0]["name"] for e in events] == names
+    for event in events:
+        assert_valid_event(event)

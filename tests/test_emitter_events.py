@@ -130,3 +130,20 @@ def test_our_log_lines_are_redacted_without_touching_the_hosts(caplog):
         logging.getLogger("someones.app").warning("app says password=visible")  # not ours: left alone
     assert "hunter2" not in caplog.text and "s3cr3t" not in caplog.text
     assert "password=visible" in caplog.text
+
+
+def test_a_facet_shared_by_start_and_complete_serializes_the_same_in_both():
+    sql = sql_job.SQLJobFacet(query="INSERT INTO t SELECT * FROM s -- password=hunter2", dialect="tsql")
+    run_id = new_run_id()
+    start, complete = (event_dict(RunRecord(state, T0, JobRef("n", "j"), run_id, SPARK, job_facets={"sql": sql}))
+                       for state in (START, COMPLETE))
+    assert start["job"]["facets"]["sql"] == complete["job"]["facets"]["sql"]
+    assert "hunter2" not in json.dumps(complete)
+
+
+def test_each_facet_instance_serializes_to_its_own_content():
+    # thousands of short-lived facets: ids get reused once instances are freed, contents must not be
+    for i in range(3000):
+        record = RunRecord(START, T0, JobRef("n", "j"), new_run_id(), SPARK,
+                           job_facets={"sql": sql_job.SQLJobFacet(query=f"SELECT {i}")})
+        assert event_dict(record)["job"]["facets"]["sql"]["query"] == f"SELECT {i}"

@@ -63,11 +63,11 @@ def server(tmp_path):
 
 def live(tmp_path: Path, server: FakeServer, *args: str, out: str = "events.jsonl"):
     target = tmp_path / out
-    before = target.read_text().count("\n") if target.exists() else 0
+    before = target.read_text(encoding="utf-8").count("\n") if target.exists() else 0
     code = main(["sqlserver", "--connection-string", f"Driver={DRIVER};Database={server.path}", "--backend",
                  "sqlite", "--server", "db01", "--xe-path", r"C:\xe\openlineage*.xel", *args,
                  "--conf", "transport.type=file", "--conf", f"transport.location={target}"])
-    lines = target.read_text().splitlines()[before:] if target.exists() else []
+    lines = target.read_text(encoding="utf-8").split("\n")[before:-1] if target.exists() else []
     return code, [json.loads(line) for line in lines]
 
 

@@ -42,7 +42,7 @@ import attrs
 from openlineage.client.facet_v2 import error_message_run, external_query_run, sql_job
 
 from emitter.naming import normalize_name
-from emitter.records import START, RunRecord
+from emitter.records import START, RunRecord, unvalidated
 from harvesters.sqlserver import Lineage, Skip, reason_of, statement_shape
 from harvesters.sqlserver import LineageCache as SqlServerLineageCache
 from harvesters.state import Window
@@ -462,7 +462,7 @@ class RowConverter:
             outputs=outputs, temp_inputs=temp_inputs, temp_outputs=temp_outputs, statement_types=types,
             failed=failed, error_message=self._error(row) if failed else None, parent_id=tag.parent_id,
             root_parent_id=tag.root_parent_id, marker=is_run_marker(row.text), module=module, module_key=module_key,
-            row_count=self._row_count(row),
+            row_count=self._row_count(row), run_facets=query_facets(row.query_id, self.namespace),
         )
 
     def _parse(self, row: HistoryRow, temps: frozenset[str]) -> Lineage | Skip:
@@ -509,26 +509,22 @@ class RowConverter:
 
 def query_facets(query_id: str, namespace: str) -> dict[str, Any]:
     """The ``externalQuery`` run facet: the query's id in Snowflake, and the account's namespace."""
-    return {"externalQuery": external_query_run.ExternalQueryRunFacet(externalQueryId=query_id, source=namespace)}
+    with unvalidated():  # the validators only urlparse the constant schema URL and producer
+        return {"externalQuery": external_query_run.ExternalQueryRunFacet(externalQueryId=query_id,
+                                                                          source=namespace)}
 
 
 class FacetSink:
-    """Sits between the grouper and the emitter: adds the ``externalQuery`` run facet to the query run of the
-    statement being added, and the CALL's facets to the module run standing for it."""
+    """Sits between the grouper and the emitter: adds the CALL's facets to the module run standing for it
+    (the grouper makes that run when the CALL's first child arrives)."""
 
     def __init__(self, sink: Callable[[RunRecord], None]) -> None:
         self._sink = sink
-        self.statement: tuple[str, str] | None = None  # (QUERY_ID, namespace) of the statement being added
-        self._statement_facets: Mapping[str, Any] | None = None  # built on first use (most rows emit nothing)
         self.module: tuple[str, Mapping[str, Any], Mapping[str, Any]] | None = None  # (job suffix, run, job facets)
         self._module_facets: dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}  # run id -> facets
 
     def __call__(self, record: RunRecord) -> None:
-        if record.job_type.job_type == "QUERY" and self.statement is not None:
-            if self._statement_facets is None:
-                self._statement_facets = query_facets(*self.statement)
-            record = attrs.evolve(record, run_facets={**record.run_facets, **self._statement_facets})
-        elif record.job_type.job_type == "TASK":
+        if record.job_type.job_type == "TASK":
             if record.event_type == START and self.module is not None and record.parent is not None \
                     and record.job.name == f"{record.parent.job.name}.{self.module[0]}":
                 self._module_facets[record.run_id] = self.module[1:]
@@ -542,7 +538,7 @@ class FacetSink:
 
     def end_statement(self) -> None:
         """The statement's records were all handed over."""
-        self.statement = self._statement_facets = self.module = None
+        self.module = None
 
     def fail_module(self, call_query_id: str, error: Any) -> None:
         """The CALL failed: its module run's FAIL event carries ``error`` (an errorMessage facet)."""
@@ -654,13 +650,13 @@ class Harvest:
         self._end_calls(None)
 
     def _add(self, statement: Statement) -> None:
-        self.sink.statement = (statement.query_id, statement.namespace)
         if statement.module_key:
             call = self.converter.calls.get(statement.module_key)
             run_facets = query_facets(statement.module_key, statement.namespace)
             job_facets: dict[str, Any] = {}
             if call is not None:
-                job_facets["sql"] = sql_job.SQLJobFacet(query=call.sql, dialect=DIALECT)
+                with unvalidated():
+                    job_facets["sql"] = sql_job.SQLJobFacet(query=call.sql, dialect=DIALECT)
             self.sink.module = (normalize_name(statement.module or ""), run_facets, job_facets)
         try:
             self.grouper.add(statement)

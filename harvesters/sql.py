@@ -1,10 +1,11 @@
 """Table-level lineage of SQL text: which tables a statement, or a batch of statements, reads and writes.
 
 `table_lineage()` tokenizes and parses the text with sqlglot's parser for the dialect and walks the syntax
-tree: INSERT/UPDATE/DELETE/MERGE/COPY targets, SELECT ... INTO, CREATE/ALTER/DROP/TRUNCATE targets and T-SQL
-`OUTPUT ... INTO` tables are outputs; every other table reference (FROM, JOIN, subqueries, CTE bodies, USING,
-EXISTS/IN, APPLY, LATERAL, LIKE/CLONE sources) is an input, except CTE names, temp tables (reported apart),
-table variables and table functions. It follows the contract in `shared/sql-lineage-cases/README.md`.
+tree: INSERT/UPDATE/DELETE/MERGE/COPY targets (every INTO of a multi-table INSERT ALL/FIRST), SELECT ... INTO,
+CREATE/ALTER/DROP/UNDROP/TRUNCATE targets and T-SQL `OUTPUT ... INTO` tables are outputs; every other table
+reference (FROM, JOIN, subqueries, CTE bodies, USING, EXISTS/IN, APPLY, LATERAL, LIKE/CLONE sources) is an input,
+except CTE names, temp tables (reported apart), table variables, table functions and stages. `ALTER TABLE a SWAP
+WITH b` reads and writes both tables. It follows the contract in `shared/sql-lineage-cases/README.md`.
 Per-dialect differences live in `harvesters/sql_dialects.py` as data.
 """
 
@@ -135,6 +136,8 @@ _NO_LINEAGE: dict[type[exp.Expr], str] = {
     exp.Revoke: "REVOKE",
     exp.Comment: "COMMENT",
     exp.Kill: "KILL",
+    exp.Put: "PUT",  # Snowflake file transfers to and from stages
+    exp.ListStage: "LIST",
 }
 # Statements sqlglot keeps as an opaque Command whose first keyword says they have no table lineage.
 _NO_LINEAGE_COMMANDS = frozenset(
@@ -176,6 +179,7 @@ class _Analyzer:
         self.types: dict[str, None] = {}
         self.errors: list[str] = []
         self.depth = 0
+        self.text = ""  # the batch being read (statement nodes point into it)
 
     # ---- driving -------------------------------------------------------------------------------------
 
@@ -199,6 +203,13 @@ class _Analyzer:
         )
 
     def _batch(self, text: str) -> None:
+        outer, self.text = self.text, text  # dynamic SQL reads an inner batch in the middle of this one
+        try:
+            self._read_batch(text)
+        finally:
+            self.text = outer
+
+    def _read_batch(self, text: str) -> None:
         try:
             tokens = self.dialect.tokenize(text)
         except (SqlglotError, RecursionError) as exc:
@@ -221,6 +232,8 @@ class _Analyzer:
             self.types[definition] = None
             return
         spans: list[tuple[int, int]] = []
+        if self.rules.ignored_create_words:
+            tokens = _drop_create_words(tokens, self.rules.ignored_create_words)
         if self.rules.token_fix:
             tokens, spans = self.rules.token_fix(tokens)
         for statement in self._parse(tokens, text):
@@ -281,6 +294,9 @@ class _Analyzer:
         if keyword in _NO_LINEAGE_COMMANDS:  # WAITFOR DELAY ..., odd SET options: no lineage either way
             return [exp.Command(this=keyword)]
         source = text[chunk[0].start : chunk[-1].end + 1]
+        rest = text[chunk[1].start : chunk[-1].end + 1] if len(chunk) > 1 else ""
+        if keyword in ("CREATE", "DROP") and self._is_definition(rest):  # CREATE ROW ACCESS POLICY ...
+            return [exp.Command(this=keyword, expression=exp.Literal.string(rest))]
         for name in self.rules.fallbacks:
             try:
                 return [e for e in Dialect.get_or_raise(name).parse(source) if e is not None]
@@ -351,6 +367,31 @@ class _Analyzer:
         mode = _CREATE if node.args.get("overwrite") else _WRITE
         self._lineage("INSERT", [node], [(target, mode)] if isinstance(target, exp.Table) else [], [target])
 
+    def _multitable_insert(self, node: exp.MultitableInserts) -> None:
+        """Snowflake/Oracle `INSERT [OVERWRITE] ALL|FIRST [WHEN ... THEN] INTO t1 ... SELECT ... FROM src` and
+        Hive `FROM src INSERT ... SELECT ... INSERT ... SELECT ...`: every INTO table is written, the source
+        (and the WHEN conditions and VALUES) read."""
+        inserts = [e.this if isinstance(e, exp.ConditionalInsert) else e for e in node.expressions]
+        inserts = [i for i in inserts if isinstance(i, exp.Insert)]
+        targets = [_unwrap_schema(i.this) for i in inserts]
+        # sqlglot keeps Hive's per-INSERT OVERWRITE but drops Snowflake's `INSERT OVERWRITE ALL`: read the text
+        overwrite_all = self._written_overwrite(targets[0]) if targets else False
+        writes: list[tuple[exp.Table | _Name | None, str]] = [
+            (t, _CREATE if overwrite_all or i.args.get("overwrite") else _WRITE)
+            for i, t in zip(inserts, targets)
+            if isinstance(t, exp.Table)
+        ]
+        self._lineage("INSERT", [node], writes, targets)
+
+    def _written_overwrite(self, target: exp.Expr | None) -> bool:
+        """Whether OVERWRITE follows the INSERT keyword nearest before `target` in the batch text."""
+        identifier = target.find(exp.Identifier) if target is not None else None
+        start = identifier.meta.get("start") if identifier is not None else None
+        if not isinstance(start, int) or not 0 < start <= len(self.text):
+            return False
+        inserts = list(_INSERT_WORD.finditer(self.text, 0, start))
+        return bool(inserts and inserts[-1].group(1))
+
     def _update(self, node: exp.Update) -> None:
         target = node.this
         candidates = _source_tables(node.args.get("from_"), target)
@@ -374,7 +415,8 @@ class _Analyzer:
             return
         name = self._name(target)
         properties = node.args.get("properties")
-        if name and properties and any(isinstance(p, exp.TemporaryProperty) for p in properties.expressions):
+        temporary = self.rules.temporary_properties
+        if name and properties and any(isinstance(p, temporary) for p in properties.expressions):
             name = self._as_temp(name)
         # IF NOT EXISTS may leave an existing table (and its rows) in place: not "created by this text".
         mode = _WRITE if node.args.get("exists") and not node.args.get("replace") else _CREATE
@@ -394,19 +436,31 @@ class _Analyzer:
         if kind not in _DATASET_KINDS:
             self.types[f"ALTER {kind}".strip()] = None
             return
-        renames = [a.this for a in node.args.get("actions") or [] if isinstance(a, exp.AlterRename)]
+        actions = node.args.get("actions") or []
+        renames = [a.this for a in actions if isinstance(a, exp.AlterRename)]
+        swaps = [a.this for a in actions if isinstance(a, exp.SwapTable)]
         if renames:  # ALTER TABLE a RENAME TO b: b holds a's rows
             self._lineage(f"ALTER {kind}", [node.this], [(t, _WRITE) for t in renames])
+        elif swaps:  # Snowflake ALTER TABLE a SWAP WITH b: each holds the other's rows afterwards
+            tables = [node.this, *swaps]
+            self._lineage(f"ALTER {kind}", tables, [(t, _WRITE) for t in tables])
         else:
             self._lineage(f"ALTER {kind}", [], [(node.this, _WRITE)])
 
     def _copy(self, node: exp.Copy) -> None:
         loading = bool(node.args.get("kind"))  # COPY INTO t FROM ...; False: COPY t TO ...
         files = list(node.args.get("files") or [])
+        target = _unwrap_schema(node.this)  # COPY INTO t (a, b) FROM ...; a stage or URL is no dataset
         if loading:
-            self._lineage("COPY", files, [(node.this, _WRITE)])
+            self._lineage("COPY", files, [(target, _WRITE)])
         else:
-            self._lineage("COPY", [*files, node.this])
+            self._lineage("COPY", [*files, target])
+
+    def _undrop(self, node: exp.Undrop) -> None:
+        """Snowflake UNDROP TABLE t: t comes back (with its rows) like a created table."""
+        kind = str(node.args.get("kind") or "").upper()
+        writes = [(node.this, _WRITE)] if kind in _DATASET_KINDS else []
+        self._lineage(f"UNDROP {kind}".strip(), [], writes)
 
     def _load(self, node: exp.LoadData) -> None:
         mode = _CREATE if node.args.get("overwrite") else _WRITE
@@ -472,11 +526,21 @@ class _Analyzer:
             self._alter_command(text)
         elif keyword in _NO_LINEAGE_COMMANDS or keyword.split(" ")[0] in _NO_LINEAGE_COMMANDS:
             self.types[keyword] = None
-        elif keyword == "CREATE" and _first_words(text) & {"FUNCTION", "PROCEDURE", "PROC", "ROLE", "USER"}:
-            self.types["CREATE"] = None
+        elif keyword in ("CREATE", "DROP") and self._is_definition(text):
+            self.types[keyword] = None
         else:
             self.types[keyword] = None
             self.errors.append(f"unsupported statement: {keyword}")
+
+    def _is_definition(self, text: str) -> bool:
+        """Whether the text after CREATE/DROP names an object kind without lineage (`OR REPLACE MASKING POLICY
+        p ...`, `STREAM s ON TABLE t`): the first kind word decides, a table or view has lineage."""
+        for word in text.upper().split()[:6]:
+            if word in ("TABLE", "VIEW"):
+                return False
+            if word in self.rules.definition_objects:
+                return True
+        return False
 
     def _alter_command(self, text: str) -> None:
         """ALTER TABLE t <clause sqlglot does not model>: t is written; EXCHANGE ... WITH TABLE s reads s."""
@@ -615,11 +679,13 @@ _HANDLERS: dict[type[exp.Expr], Callable[[_Analyzer, exp.Expr], None]] = {
     exp.Subquery: _Analyzer._query,
     exp.Values: _Analyzer._query,
     exp.Insert: _Analyzer._insert,
+    exp.MultitableInserts: _Analyzer._multitable_insert,
     exp.Update: _Analyzer._update,
     exp.Delete: _Analyzer._delete,
     exp.Merge: _Analyzer._merge,
     exp.Create: _Analyzer._create,
     exp.Drop: _Analyzer._drop,
+    exp.Undrop: _Analyzer._undrop,
     exp.TruncateTable: _Analyzer._truncate,
     exp.Alter: _Analyzer._alter,
     exp.Copy: _Analyzer._copy,
@@ -789,14 +855,28 @@ def _name_text(tokens: list[Token], start: int, text: str) -> str:
     return text[tokens[start].start : tokens[end].end + 1]
 
 
-def _first_words(text: str) -> set[str]:
-    return {w.upper() for w in text.split()[:4]}
+def _drop_create_words(tokens: list[Token], ignored: dict[str, frozenset[str]]) -> list[Token]:
+    """Tokens without the `ignored` words standing after `CREATE [OR REPLACE|ALTER]` before one of their
+    followers (`CREATE LOCAL TEMPORARY TABLE` -> `CREATE TEMPORARY TABLE`); see DialectRules."""
+    drop: set[int] = set()
+    for index, token in enumerate(tokens):
+        if token.token_type != TokenType.CREATE:
+            continue
+        at = index + 1
+        if at + 1 < len(tokens) and tokens[at].token_type == TokenType.OR:
+            at += 2
+        while at + 1 < len(tokens) and tokens[at + 1].text.upper() in ignored.get(tokens[at].text.upper(), ()):
+            drop.add(at)
+            at += 1
+    return [t for i, t in enumerate(tokens) if i not in drop] if drop else tokens
 
 
 def _strip_quotes(name: str) -> str:
     return ".".join(part.strip('"[]`') for part in name.split("."))
 
 
+# An INSERT keyword and whether OVERWRITE follows it (comments in between are not expected there).
+_INSERT_WORD = re.compile(r"\bINSERT\s+(OVERWRITE\b)?", re.IGNORECASE)
 _TOKEN_REPR = re.compile(r"<Token token_type: TokenType\.\w+, text: (.*?), line: .*?>")
 _CLASS_REPR = re.compile(r"<class '(?:\w+\.)*(\w+)'>")
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Literal
 
 import attrs
+from sqlglot import exp
 from sqlglot.tokens import Token
 
 from harvesters.sql_tsql import fix_tokens as _tsql_fix_tokens
@@ -21,6 +22,10 @@ CaseRule = Literal["upper", "lower", "as_written"]
 # targets it cut out (T-SQL `OUTPUT ... INTO t`).
 TokenFix = Callable[[list[Token]], tuple[list[Token], list[tuple[int, int]]]]
 UseTarget = Literal["database", "schema"]
+
+# Object kinds whose CREATE/DROP never has run-level lineage, when sqlglot keeps the statement as an opaque
+# command (a procedure body runs only when called; a role or user holds no rows).
+_DEFINITIONS = frozenset({"FUNCTION", "PROCEDURE", "PROC", "ROLE", "USER"})
 
 
 @attrs.frozen
@@ -59,6 +64,14 @@ class DialectRules:
     # Functions that move data between tables named by string arguments: upper name -> (input
     # argument positions, output argument positions).
     table_functions: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = attrs.field(factory=dict)
+    # CREATE properties that make the new table or view session-scoped: reported as a temp object, not a
+    # dataset (see `TableLineage.temp_outputs`).
+    temporary_properties: tuple[type[exp.Expr], ...] = (exp.TemporaryProperty,)
+    # Words sqlglot's parser rejects after `CREATE [OR REPLACE]` that change nothing for lineage: word -> the
+    # words it may stand before. They are dropped from the tokens before parsing.
+    ignored_create_words: dict[str, frozenset[str]] = attrs.field(factory=dict)
+    # Object kinds whose CREATE/DROP has no run-level lineage, when sqlglot does not model the statement.
+    definition_objects: frozenset[str] = _DEFINITIONS
 
 
 _GO = re.compile(r"^[ \t]*GO(?:[ \t]+\d+)?[ \t\r]*(?:--[^\n]*)?$", re.IGNORECASE | re.MULTILINE)
@@ -87,6 +100,19 @@ DIALECTS: dict[str, DialectRules] = {
         use_target="database",
         schema_after_use_database="PUBLIC",
         use_database_resets_schema=True,
+        # TEMP, LOCAL/GLOBAL TEMP[ORARY] and VOLATILE are all TEMPORARY in Snowflake (sqlglot reads GLOBAL
+        # TEMPORARY and VOLATILE, not LOCAL); TRANSIENT tables persist (no Fail-safe only): datasets.
+        temporary_properties=(exp.TemporaryProperty, exp.VolatileProperty),
+        # HYBRID (row store) and EVENT (log) tables are tables; sqlglot 30 rejects the words.
+        ignored_create_words={
+            "LOCAL": frozenset({"TEMP", "TEMPORARY"}),
+            "HYBRID": frozenset({"TABLE"}),
+            "EVENT": frozenset({"TABLE"}),
+        },
+        # Objects that hold no rows of their own or run only later (a TASK's or PIPE's statement is logged
+        # when it runs; a STREAM is an offset on its table): their definitions have no lineage.
+        definition_objects=_DEFINITIONS
+        | {"ALERT", "INTEGRATION", "PIPE", "POLICY", "RULE", "SECRET", "STREAM", "TASK"},
     ),
     "postgres": DialectRules("postgres", sqlglot="postgres"),
     # Redshift SQL written by SQL Server-minded tools uses [bracketed] names, which only tsql reads.

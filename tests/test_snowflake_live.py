@@ -2,18 +2,24 @@
 
 The stand-in holds tables named like the ACCOUNT_USAGE views with their column names (times as ISO 8601 UTC
 text); the harvester sends the ``sqlite`` source's SQL (see ``harvesters.snowflake_live.SOURCES``) through the
-same code as for Snowflake: window arithmetic, ACCESS_HISTORY join and fallback, de-duplication, state.
+same code as for Snowflake: window arithmetic, ACCESS_HISTORY join and fallback, de-duplication, state. The
+``sqlite_information_schema`` stand-in returns, like INFORMATION_SCHEMA.QUERY_HISTORY(), only the RESULT_LIMIT rows
+that ended last; with a small limit it checks the paging (no row lost or read twice).
 """
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import attrs
 import pytest
 
 from harvesters.cli import main
+from harvesters.snowflake_live import SOURCES, connect_odbc, read_rows
+from harvesters.state import Window
 from ol_schema import assert_valid_event
 
 DRIVER = "/usr/lib/x86_64-linux-gnu/odbc/libsqlite3odbc.so"
@@ -190,3 +196,127 @@ def test_connector_arguments(monkeypatch, kwargs, expected):
     assert got == {"account": "myorg-acct", "user": "svc", "application": "openlineage-harvest",
                    "session_parameters": {"QUERY_TAG": "openlineage-harvest", "TIMEZONE": "UTC"},
                    "warehouse": "WH", **expected}
+
+
+# ---- paging: INFORMATION_SCHEMA.QUERY_HISTORY() returns only the RESULT_LIMIT rows that ended last ------------
+
+US = timedelta(microseconds=1)
+SHORT = "crm_sync"
+
+
+def add_ended(path: Path, qid: str, end: datetime) -> None:
+    """A query ending at ``end`` (started 5 s before); ids starting with ``own`` carry the harvester's tag."""
+    tag = "openlineage-harvest" if qid.startswith("own") else SHORT
+    add_query(path, qid, 0, f"INSERT INTO sync.t_{qid} SELECT * FROM crm.s", tag=tag,
+              START_TIME=iso(end - timedelta(seconds=5)), END_TIME=iso(end))
+
+
+def paged_source(limit: int, inclusive_end: bool = False):
+    """The stand-in of information_schema with a small RESULT_LIMIT; optionally with an inclusive end bound
+    (Snowflake does not document whether END_TIME_RANGE_END is inclusive)."""
+    source = attrs.evolve(SOURCES["sqlite_information_schema"], result_limit=limit)
+    if inclusive_end:
+        source = attrs.evolve(source, sql=source.sql.replace("q.END_TIME < ?", "q.END_TIME <= ?"),
+                              page_probe=source.page_probe.replace("q.END_TIME < ?", "q.END_TIME <= ?"))
+    return source
+
+
+class CountingConnection:
+    """A pyodbc connection that counts the statements run and can run ``before(n)`` before the n-th."""
+
+    def __init__(self, connection, before=None) -> None:
+        self.connection, self.before, self.executed = connection, before, 0
+
+    def cursor(self):
+        outer, cursor = self, self.connection.cursor()
+
+        class Cursor:
+            def execute(self, sql, params):
+                outer.executed += 1
+                if outer.before:
+                    outer.before(outer.executed)
+                return cursor.execute(sql, params)
+
+            def __getattr__(self, name):
+                return getattr(cursor, name)
+
+        return Cursor()
+
+
+M = 60  # seconds in a minute
+# (id, rows as (QUERY_ID, seconds after T0 it ended), RESULT_LIMIT, END_TIME_RANGE_END inclusive,
+#  QUERY_IDs read in order, notes, statements run). The window is [T0, T0 + 10 min).
+PAGING = [
+    ("fits one call", [("q1", 1 * M), ("q2", 2 * M)], 3, False, ["q1", "q2"], {}, 1),
+    ("exactly the limit: split, nothing lost", [("q1", 1 * M), ("q2", 2 * M), ("q3", 3 * M)], 3, False,
+     ["q1", "q2", "q3"], {"pages read (3 rows a query at most)": 2}, 5),
+    ("distinct ends, five pages", [(f"q{i:02}", i * M // 2) for i in range(1, 11)], 3, False,
+     [f"q{i:02}" for i in range(1, 11)], {"pages read (3 rows a query at most)": 5}, 1 + 5 + 5),
+    # the first call returns q5, q4 and one of q2/q3 (equal END_TIME): the page bound goes after that instant
+    ("equal END_TIMEs cut by the limit", [("q1", 1 * M), ("q2", 2 * M), ("q3", 2 * M), ("q4", 3 * M),
+                                          ("q5", 3 * M)], 3, False,
+     ["q1", "q2", "q3", "q4", "q5"], {"pages read (3 rows a query at most)": 3}, 1 + 3 + 3),
+    ("rows at the window's bounds", [("q0", 0), ("q1", 1 * M), ("q2", 2 * M), ("q3", 3 * M), ("q10", 10 * M)],
+     2, False, ["q0", "q1", "q2", "q3"], {"pages read (2 rows a query at most)": 4}, 1 + 4 + 4),
+    # own queries count toward RESULT_LIMIT (applied before any WHERE) but are left out
+    ("own queries fill pages", [("q1", 1 * M), ("own2", 2 * M), ("own3", 3 * M), ("own4", 4 * M), ("q5", 5 * M)],
+     3, False, ["q1", "q5"], {"pages read (3 rows a query at most)": 3}, 1 + 3 + 3),
+    # an inclusive end bound gives q3 (ending exactly at a page bound) twice: read once
+    ("inclusive end bound: a row at a page bound comes once",
+     [("q1", 1 * M), ("q2", 2 * M), ("q3", 2 * M), ("q4", 3 * M)], 3, True,
+     ["q1", "q2", "q3", "q4"], {"pages read (3 rows a query at most)": 3}, 1 + 3 + 3),
+    # the window splits after the instant, not at it: the page holding it is read (and probed) again
+    ("more rows at one instant than the limit: counted", [("q1", 1 * M), ("q2", 1 * M), ("q3", 1 * M),
+                                                         ("q4", 1 * M)], 3, False,
+     ["q1", "q2", "q3"], {"pages of 3 rows that could not be split (rows may be missed)": 1,
+                          "pages read (3 rows a query at most)": 2}, 1 + 2 + 1 + 1 + 1),
+]
+
+
+@pytest.mark.parametrize("rows,limit,inclusive,expected,notes,statements",
+                         [pytest.param(*case[1:], id=case[0]) for case in PAGING])
+def test_information_schema_is_read_in_pages(tmp_path, rows, limit, inclusive, expected, notes, statements):
+    db = make_db(tmp_path / "h.db", access_history=False)
+    for qid, seconds in rows:
+        end = T0 + timedelta(seconds=seconds)
+        if inclusive and qid == "q3":
+            end = T0 + timedelta(seconds=seconds) + US  # exactly where the page after q2's instant starts
+        add_ended(db, qid, end)
+    connection = CountingConnection(connect_odbc(f"Driver={DRIVER};Database={db}"))
+    counted: Counter[str] = Counter()
+    got = [row.query_id for row in read_rows(connection, paged_source(limit, inclusive),
+                                             Window(T0, at(10)), counted)]
+    assert (got, dict(counted), connection.executed) == (expected, notes, statements)
+
+
+def test_a_page_that_fills_up_after_it_was_planned_is_split_again(tmp_path):
+    db = make_db(tmp_path / "h.db", access_history=False)
+    for i in range(1, 7):
+        add_ended(db, f"q{i}", at(i))
+
+    def late_rows(statement: int) -> None:
+        # statements: the full first call, 3 probes (cuts after 4m and 2m), the first page, then two rows land
+        # in the second page [2m+1us, 4m+1us) before it is read: it comes back full and is split in two
+        if statement == 6:
+            add_ended(db, "q3a", at(3) + timedelta(seconds=1))
+            add_ended(db, "q3b", at(3) + timedelta(seconds=2))
+
+    connection = CountingConnection(connect_odbc(f"Driver={DRIVER};Database={db}"), late_rows)
+    counted: Counter[str] = Counter()
+    got = [row.query_id for row in read_rows(connection, paged_source(3), Window(T0, at(10)), counted)]
+    assert got == ["q1", "q2", "q3", "q3a", "q3b", "q4", "q5", "q6"]
+    assert dict(counted) == {"pages read (3 rows a query at most)": 4}
+
+
+def test_live_harvest_through_information_schema_pages(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(SOURCES, "sqlite_information_schema", paged_source(3))
+    db = make_db(tmp_path / "is.db", access_history=False)
+    for i in range(1, 9):
+        add_query(db, f"q{i}", i, f"INSERT INTO sync.t{i} SELECT * FROM crm.s{i}")
+    add_query(db, "own", 4.5, "SELECT * FROM TABLE(INFORMATION_SCHEMA.QUERY_HISTORY())", tag="openlineage-harvest")
+    code, events = harvest(tmp_path, db, "--until", iso(at(30)), source="sqlite_information_schema")
+    assert code == 0
+    assert completed_queries(events) == [
+        (f"q{i}", f"crm_sync.insert_ops_sync_t{i}", [f"OPS.CRM.S{i}"], [f"OPS.SYNC.T{i}"]) for i in range(1, 10)
+        if i != 9]
+    assert "pages read (3 rows a query at most): 5" in capsys.readouterr().err

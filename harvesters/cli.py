@@ -225,7 +225,8 @@ def _file_head(path: str, size: int) -> str:
 
 def _xml_items(path: str, saved: Mapping[str, Any] | None) -> tuple[Generator[Any, None, None], int]:
     """Items of one XML file from its saved position (from the start when the file was replaced)."""
-    from harvesters.xevents import read_events, read_file, read_file_background, use_background_reader
+    from harvesters.background import worth_a_second_process
+    from harvesters.xevents import read_events, read_file, read_file_background
 
     if path == "-":
         return read_events(sys.stdin.buffer), 0
@@ -236,7 +237,7 @@ def _xml_items(path: str, saved: Mapping[str, Any] | None) -> tuple[Generator[An
         if size < offset or _file_head(path, head_len) != saved.get("head"):
             log.warning("%s was replaced since the last harvest: reading it from the start", path)
             offset = 0
-    read = read_file_background if use_background_reader(path) else read_file
+    read = read_file_background if worth_a_second_process(path) else read_file
     return read(path, offset), offset
 
 

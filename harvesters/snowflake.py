@@ -39,10 +39,12 @@ from functools import lru_cache
 from typing import IO, Any
 
 import attrs
+import orjson
 from openlineage.client.facet_v2 import error_message_run, external_query_run, sql_job
 
 from emitter.naming import normalize_name
 from emitter.records import START, RunRecord, unvalidated
+from harvesters.background import read_in_background, send_items
 from harvesters.sqlserver import Lineage, Skip, reason_of, statement_shape
 from harvesters.sqlserver import LineageCache as SqlServerLineageCache
 from harvesters.state import Window
@@ -181,12 +183,9 @@ class Unreadable:
 
 def row_from_mapping(values: Mapping[str, Any]) -> HistoryRow | Unreadable:
     """A :class:`HistoryRow` from a mapping keyed by the views' column names (any case)."""
-    # exports and cursors use the views' upper-case names; anything else is upper-cased once
-    found = values.get if "QUERY_ID" in values else {str(k).upper(): v for k, v in values.items()}.get
-
-    def get(column: str) -> Any:
-        value = found(column)
-        return None if isinstance(value, str) and value in NULL_TEXTS else value
+    # exports and cursors use the views' upper-case names (anything else is upper-cased), NULL as None
+    get = {k if type(k) is str and k.isupper() else str(k).upper(): None if type(v) is str and v in NULL_TEXTS else v
+           for k, v in values.items()}.get
 
     query_id = _text(get("QUERY_ID")).strip()
     if not query_id:
@@ -249,8 +248,8 @@ def _json_lines(first: str, stream: IO[str]) -> Iterator[HistoryRow | Unreadable
         if not line.strip():
             continue
         try:
-            values = json.loads(line)
-        except ValueError:
+            values = orjson.loads(line)
+        except ValueError:  # orjson.JSONDecodeError is one
             yield Unreadable("malformed JSON line")
             continue
         yield row_from_mapping(values) if isinstance(values, Mapping) else Unreadable("malformed JSON line")
@@ -270,6 +269,39 @@ def in_start_order(rows: Iterable[HistoryRow | Unreadable], hold: int = DEFAULT_
             yield heapq.heappop(heap)[3]
     while heap:
         yield heapq.heappop(heap)[3]
+
+
+def read_history_files(paths: Iterable[str]) -> Iterator[HistoryRow | Unreadable]:
+    """The rows of several export files, in START_TIME order (:func:`in_start_order`)."""
+    def rows() -> Iterator[HistoryRow | Unreadable]:
+        for path in paths:
+            with open_history(path) as stream:
+                yield from read_history(stream)
+    return in_start_order(rows())
+
+
+def read_history_files_background(paths: list[str]) -> Iterator[HistoryRow | Unreadable]:
+    """:func:`read_history_files`, the reading, parsing and ordering done by a second process
+    (:mod:`harvesters.background`)."""
+    return read_in_background(send_history_rows, paths, _unpack_row, lambda: read_history_files(paths),
+                              ", ".join(paths))
+
+
+def send_history_rows(*paths: str) -> None:
+    """The reading process's side of :func:`read_history_files_background`."""
+    send_items(read_history_files(paths), _pack_row, ", ".join(paths))
+
+
+_ROW_FIELDS = tuple(field.name for field in attrs.fields(HistoryRow))
+
+
+def _pack_row(row: HistoryRow | Unreadable) -> tuple[Any, ...]:
+    # plain tuples pickle several times faster than attrs objects
+    return (row.reason,) if isinstance(row, Unreadable) else tuple(getattr(row, name) for name in _ROW_FIELDS)
+
+
+def _unpack_row(packed: tuple[Any, ...]) -> HistoryRow | Unreadable:
+    return Unreadable(packed[0]) if len(packed) == 1 else HistoryRow(*packed)
 
 
 # ---- tags -------------------------------------------------------------------------------------------------

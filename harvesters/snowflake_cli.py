@@ -7,14 +7,13 @@ overlap, and the task runs still open.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # kept import-light: `harvest sqlserver` loads this module too
-    from harvesters.snowflake import HistoryRow, Unreadable
 
 #: Overlap of an offline harvest with the previous one (rows of the next export that end this long before the
 #: last harvested END_TIME are still taken, if not harvested before).
@@ -163,7 +162,8 @@ def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, sink:
     """Offline: the export files, from the previous harvest's end minus the overlap (or --since) to --until."""
     import os
 
-    from harvesters.snowflake import Harvest, SeenQueries, in_start_order, open_history, read_history
+    from harvesters.background import worth_a_second_process
+    from harvesters.snowflake import Harvest, SeenQueries, read_history_files, read_history_files_background
     from harvesters.snowflake_live import UsageError
     from harvesters.state import Window, closing_clock
 
@@ -175,13 +175,11 @@ def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, sink:
     seen = SeenQueries(checkpoint.last.get("seen"), overlap)
     harvest = Harvest(converter, grouper, sink, Window(start, args.until), seen, progress.tick)
 
-    def rows() -> Iterator[HistoryRow | Unreadable]:
-        for name in args.history:
-            with open_history(name) as stream:
-                yield from read_history(stream)
-
-    for row in in_start_order(rows()):
-        harvest.feed(row)
+    in_background = "-" not in args.history and worth_a_second_process(*args.history)
+    rows = (read_history_files_background if in_background else read_history_files)(args.history)
+    with contextlib.closing(rows):  # stops a background reader at once when stopping early
+        for row in rows:
+            harvest.feed(row)
     harvest.finish()
     ends = [e for e in (previous_end, harvest.last_end) if e is not None]
     return harvest, overlap, max(ends) if ends else None, closing_clock(now, args.until)

@@ -23,10 +23,7 @@ large files, handing over the same items.
 from __future__ import annotations
 
 import codecs
-import os
-import pickle
 import re
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Generator, Iterator, Mapping
@@ -34,6 +31,8 @@ from datetime import datetime, timezone
 from typing import BinaryIO
 
 import attrs
+
+from harvesters.background import read_in_background, send_items
 
 #: Largest single event accepted; bigger ones are counted as unreadable and skipped.
 DEFAULT_MAX_EVENT_BYTES = 64 * 1024 * 1024
@@ -294,94 +293,21 @@ def read_file(path: str, start_offset: int = 0,
 
 # ---- reading in a second process --------------------------------------------------------------------------
 
-#: Files at least this large are parsed in a second process (when the machine has two cores): parsing is a
-#: fifth of a harvest's time, and starting the process (~0.1 s) only pays off from a few thousand events.
-BACKGROUND_MIN_BYTES = 16 * 1024 * 1024
-#: Items per message from the reading process: large enough that the per-message cost vanishes, small enough
-#: that the pipe (which blocks the reader while full) keeps memory to a few batches.
-BACKGROUND_BATCH = 512
-
 #: An Item as sent between the processes: plain tuples pickle and load several times faster than attrs objects.
 _Packed = tuple[str, datetime, Mapping[str, str], Mapping[str, str], Mapping[str, str], int] | tuple[str, int, int]
 
 
-def use_background_reader(path: str) -> bool:
-    """Whether :func:`read_file_background` pays off for ``path``: a large file and a second core."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return cores > 1 and os.path.getsize(path) >= BACKGROUND_MIN_BYTES
-
-
 def read_file_background(path: str, start_offset: int = 0,
                          max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> Generator[Item, None, None]:
-    """:func:`read_file`, with the reading and XML parsing done by a second process.
-
-    The items come in the same order with the same resume offsets. The reader is a plain ``python`` child
-    (not ``multiprocessing``: its spawn re-runs the caller's main script, its fork copies the caller's
-    threads' locks) writing pickled batches to a pipe; it blocks while the pipe is full, so memory stays
-    bounded. Its failure is raised here as OSError; closing this iterator early (a harvest stopping at
-    ``--until``) stops it.
-    """
-    # the same interpreter, importing from the same places as this one
-    command = [sys.executable, "-c", _READER_MAIN, os.pathsep.join(sys.path), path, str(start_offset),
-               str(max_event_bytes)]
-    try:
-        reader = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL)
-    except OSError:  # no process could be started (limits, sandbox): read here instead
-        yield from read_file(path, start_offset, max_event_bytes)
-        return
-    assert reader.stdout is not None
-    started = False
-    try:
-        while True:
-            try:
-                batch = pickle.load(reader.stdout)
-            except EOFError:
-                if not started:  # it could not even start (no harvesters package for this interpreter)
-                    yield from read_file(path, start_offset, max_event_bytes)
-                    return
-                raise OSError(f"the process reading {path} ended unexpectedly (exit code {reader.wait()})") \
-                    from None
-            started = True
-            if batch is None:
-                return
-            if isinstance(batch, str):
-                raise OSError(batch)
-            yield from map(_unpack, batch)
-    finally:
-        if reader.poll() is None:
-            reader.kill()
-        reader.stdout.close()
-        reader.wait()
+    """:func:`read_file`, with the reading and XML parsing done by a second process
+    (:mod:`harvesters.background`): the same items in the same order with the same resume offsets."""
+    return read_in_background(send_file_items, [path, str(start_offset), str(max_event_bytes)], _unpack,
+                              lambda: read_file(path, start_offset, max_event_bytes), path)
 
 
-#: The reading process: ``python -c _READER_MAIN <sys.path> <path> <start offset> <max event bytes>``.
-_READER_MAIN = ("import os, sys; sys.path[:] = sys.argv[1].split(os.pathsep); from harvesters.xevents import "
-                "_send_items; _send_items(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))")
-
-
-def _send_items(path: str, start_offset: int, max_event_bytes: int) -> None:
-    """The reading process: pickled batches of packed items on stdout, then None (or an error message)."""
-    out = sys.stdout.buffer
-    try:
-        pickle.dump([], out)  # started: from here on, a silent end is a failure
-        batch: list[_Packed] = []
-        for item in read_file(path, start_offset, max_event_bytes):
-            batch.append(_pack(item))
-            if len(batch) >= BACKGROUND_BATCH:
-                pickle.dump(batch, out, protocol=pickle.HIGHEST_PROTOCOL)
-                batch = []
-        pickle.dump(batch, out, protocol=pickle.HIGHEST_PROTOCOL)
-        pickle.dump(None, out)
-        out.flush()
-    except BrokenPipeError:
-        pass  # the harvest stopped reading
-    except Exception as error:  # noqa: BLE001 - reported to the harvest, which fails the reading
-        pickle.dump(f"reading {path} failed: {type(error).__name__}: {error}", out)
-        out.flush()
+def send_file_items(path: str, start_offset: str, max_event_bytes: str) -> None:
+    """The reading process's side of :func:`read_file_background`."""
+    send_items(read_file(path, int(start_offset), int(max_event_bytes)), _pack, path)
 
 
 def _pack(item: Item) -> _Packed:

@@ -36,10 +36,10 @@ UTC = timezone.utc
 def harvest(tmp_path: Path, *args: str, conf: list[str] | None = None):
     """Run the CLI; returns (exit code, events written by this run)."""
     target = tmp_path / "events.jsonl"
-    before = target.read_text().count("\n") if target.exists() else 0
+    before = target.read_text(encoding="utf-8").count("\n") if target.exists() else 0
     conf = conf if conf is not None else ["transport.type=file", f"transport.location={target}"]
     code = main(["snowflake", "--account", ACCOUNT, *args, *[a for c in conf for a in ("--conf", c)]])
-    lines = target.read_text().splitlines()[before:] if target.exists() else []
+    lines = target.read_text(encoding="utf-8").split("\n")[before:-1] if target.exists() else []
     events = [json.loads(line) for line in lines]
     for event in events:
         assert_valid_event(event)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harvesters import xevents
+from harvesters import background
 from harvesters.xevents import read_file, read_file_background
 from test_xevents import BAD_INPUT_CASES, SAMPLES
 
@@ -18,7 +18,7 @@ SAMPLE_FILES = sorted(SAMPLES.glob("*.xml"))
 
 
 def _many_events(tmp_path: Path, copies: int = 1500) -> Path:
-    """A stream of 3000 events: several batches of BACKGROUND_BATCH."""
+    """A stream of 3000 events: several batches of background.BATCH."""
     one = b"\n".join((SAMPLES / name).read_bytes().strip() for name in
                      ("01_sql_statement_completed_insert_select.xml", "04_sql_statement_completed_update_join.xml"))
     path = tmp_path / "many.xml"
@@ -70,13 +70,13 @@ def test_a_reading_error_is_an_oserror(tmp_path: Path) -> None:
 
 
 def test_a_reader_that_dies_midway_is_an_oserror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(xevents, "_READER_MAIN", "import sys, pickle; pickle.dump([], sys.stdout.buffer); sys.exit(3)")
+    monkeypatch.setattr(background, "_CHILD_MAIN", "import sys, pickle; pickle.dump([], sys.stdout.buffer); sys.exit(3)")
     with pytest.raises(OSError, match=r"ended unexpectedly \(exit code 3\)"):
         list(read_file_background(str(_many_events(tmp_path))))
 
 
 def test_a_reader_that_cannot_start_falls_back_to_reading_here(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(xevents, "_READER_MAIN", "import sys; sys.exit(3)")
+    monkeypatch.setattr(background, "_CHILD_MAIN", "import sys; sys.exit(3)")
     path = str(_many_events(tmp_path, copies=2))
     assert list(read_file_background(path)) == list(read_file(path))

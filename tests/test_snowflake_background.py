@@ -1,0 +1,79 @@
+"""Snowflake history files read in a second process (harvesters.background): the same rows in the same order as
+read in process, failures raised, and the CLI's events unchanged when it reads that way."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harvesters import background
+from harvesters.snowflake import read_history_files, read_history_files_background
+from test_snowflake import FIXTURES, GOOD, GOOD2, harvest, history, row
+
+# input name -> files (made in tmp_path from fixtures or rows); each read both ways must give equal rows
+BAD_LINES = '{"QUERY_ID": "q0"}\n{not json\n\n["a list"]\n'
+
+
+def _inputs(tmp_path: Path) -> dict[str, list[str]]:
+    late = history(tmp_path, [row(f"q{i}", 60 - i, f"INSERT INTO t{i} SELECT * FROM s") for i in range(1500)],
+                   "late.jsonl")  # reverse START_TIME order, several batches
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(BAD_LINES)
+    return {
+        "csv export": [str(FIXTURES / "history.csv")],
+        "access history": [str(FIXTURES / "access_history.jsonl")],
+        "two overlapping windows": [str(FIXTURES / "window1.jsonl"), str(FIXTURES / "window2.jsonl")],
+        "reverse order, 1500 rows": [str(late)],
+        "unreadable lines": [str(bad), str(history(tmp_path, [GOOD, GOOD2], "good.jsonl"))],
+    }
+
+
+@pytest.mark.parametrize("name", ["csv export", "access history", "two overlapping windows",
+                                  "reverse order, 1500 rows", "unreadable lines"])
+def test_same_rows_as_in_process(tmp_path, name):
+    paths = _inputs(tmp_path)[name]
+    here = list(read_history_files(paths))
+    assert here  # the case reads something
+    assert list(read_history_files_background(paths)) == here
+
+
+def test_a_reading_error_is_an_oserror(tmp_path):
+    with pytest.raises(OSError, match=r"reading .*gone\.jsonl failed: FileNotFoundError"):
+        list(read_history_files_background([str(tmp_path / "gone.jsonl")]))
+
+
+def test_closing_early_stops_the_reader(tmp_path, monkeypatch):
+    started: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def popen(*args, **kwargs):
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    paths = _inputs(tmp_path)["reverse order, 1500 rows"]
+    rows = read_history_files_background(paths)
+    first = [next(rows) for _ in range(3)]
+    rows.close()
+    assert first == list(read_history_files(paths))[:3]
+    assert started[0].returncode is not None  # ended and reaped
+
+
+def test_cli_events_are_the_same_when_read_in_a_second_process(tmp_path, monkeypatch):
+    files = ["--history", str(FIXTURES / "window1.jsonl"), "--history", str(FIXTURES / "window2.jsonl")]
+    (tmp_path / "here").mkdir()
+    (tmp_path / "there").mkdir()
+    code_here, here = harvest(tmp_path / "here", *files)
+    started: list[list[str]] = []
+    real_popen = subprocess.Popen
+
+    def popen(command, *args, **kwargs):
+        started.append(command)
+        return real_popen(command, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(background, "worth_a_second_process", lambda *paths: True)
+    code_there, there = harvest(tmp_path / "there", *files)
+    assert [c[4:6] for c in started] == [["harvesters.snowflake", "send_history_rows"]]
+    assert (code_there, there) == (code_here, here) and here

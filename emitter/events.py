@@ -64,15 +64,16 @@ def _job_type_facet(job_type: JobType) -> job_type_job.JobTypeJobFacet:
 
 
 def _core_event(record: RunRecord) -> event_v2.RunEvent:
-    """The RunEvent with the producer's own facets, without the emitter's jobType and parent facets."""
+    """The RunEvent with the producer's own facets, without the emitter's jobType and parent facets and without
+    datasets (:func:`_dataset_plain`)."""
     return event_v2.RunEvent(
         eventType=event_v2.RunState(record.event_type),
         eventTime=_iso(record.event_time),
         run=event_v2.Run(runId=record.run_id, facets=dict(record.run_facets)),
         job=event_v2.Job(namespace=safe_namespace(record.job.namespace), name=record.job.name,
                          facets=dict(record.job_facets)),
-        inputs=[_input(ds) for ds in record.inputs],
-        outputs=[_output(ds) for ds in record.outputs],
+        inputs=[],
+        outputs=[],
         producer=PRODUCER,
     )
 
@@ -83,10 +84,17 @@ _OWN_FIELDS = frozenset({"_producer", "_schemaURL", "schemaURL", "producer", "ev
                          "jobType", "processingType", "integration"})
 #: attrs class -> its fields as (name, whether the emitter itself generates the value)
 _FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
-#: Facet instances serialized lately, by identity (the instance is kept, so its id cannot be reused): a run's
-#: START and COMPLETE share their ``sql`` facet, a Spark app's actions their schema facets.
-_RECENT_FACETS: dict[int, tuple[Any, dict[str, Any]]] = {}
-_RECENT_FACETS_MAX = 1024
+#: Facet instances and datasets serialized lately, by identity (the instance is kept, so its id cannot be
+#: reused): a run's START and COMPLETE share their ``sql`` facet and datasets, a harvest's statements the
+#: datasets of the tables they touch, a Spark app's actions their schema facets.
+_RECENT: dict[int | tuple[int, bool], tuple[Any, dict[str, Any]]] = {}
+_RECENT_MAX = 4096
+
+
+def _remember(key: int | tuple[int, bool], instance: Any, plain: dict[str, Any]) -> None:
+    if len(_RECENT) >= _RECENT_MAX:
+        _RECENT.clear()
+    _RECENT[key] = (instance, plain)
 
 
 @lru_cache(maxsize=16384)
@@ -119,7 +127,7 @@ def _plain(value: Any, key: str = "") -> Any:
         return [item for item in items if not (type(item) is dict and not item)]
     if kind is int or kind is float or kind is bool:
         return value
-    recent = _RECENT_FACETS.get(id(value))
+    recent = _RECENT.get(id(value))
     if recent is not None and recent[0] is value:
         return recent[1]
     fields = _FIELDS.get(kind)
@@ -143,10 +151,19 @@ def _plain(value: Any, key: str = "") -> Any:
         else:
             out[name] = _plain(field_value, name)
     if "_producer" in out:  # a facet: remember it for the next event that carries the same instance
-        if len(_RECENT_FACETS) >= _RECENT_FACETS_MAX:
-            _RECENT_FACETS.clear()
-        _RECENT_FACETS[id(value)] = (value, out)
+        _remember(id(value), value, out)
     return out
+
+
+def _dataset_plain(ds: Dataset, output: bool) -> dict[str, Any]:
+    """An input or output dataset, serialized once per Dataset instance while it is recent."""
+    key = (id(ds), output)
+    recent = _RECENT.get(key)
+    if recent is not None and recent[0] is ds:
+        return recent[1]
+    plain = _plain(_output(ds) if output else _input(ds))
+    _remember(key, ds, plain)
+    return plain
 
 
 @lru_cache(maxsize=4096)
@@ -165,6 +182,8 @@ def event_dict(record: RunRecord) -> dict[str, Any]:
     and parent facets are shared between the events of one job type / one parent)."""
     with unvalidated():
         plain = _plain(_core_event(record))
+        plain["inputs"] = [_dataset_plain(ds, False) for ds in record.inputs]
+        plain["outputs"] = [_dataset_plain(ds, True) for ds in record.outputs]
     # The same facets for every child of a task run or Spark app: built and serialized once per parent.
     plain["job"]["facets"]["jobType"] = _job_type_plain(record.job_type)
     if record.parent is not None:

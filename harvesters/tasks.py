@@ -159,8 +159,10 @@ def _module_part(module: str) -> str:
 
 
 @lru_cache(maxsize=16384)  # a task's statements read and write the same tables over and over
+@lru_cache(maxsize=16384)
 def _dataset(namespace: str, name: str) -> Dataset:
-    """A dataset without facets; shared between records (the emitter only reads them)."""
+    """A dataset without facets; one instance per table, shared between records (the emitter only reads them
+    and serializes an instance once while it is recent)."""
     return Dataset(namespace, name)
 
 

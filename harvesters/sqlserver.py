@@ -5,7 +5,9 @@ statements; ``sql_batch_completed`` and ``rpc_completed`` are containers, read a
 statement event of the same activity (``attach_activity_id``, needs ``TRACK_CAUSALITY = ON``) was seen, so a
 session capturing both levels does not count a statement twice (``rpc_completed`` of ``sp_executesql`` is then
 the statement inside, unwrapped by the lineage engine); ``module_end`` completes the module run of the
-procedure whose ``sp_statement_completed`` events it covers. Any other event is counted and skipped.
+procedure whose ``sp_statement_completed`` events it covers; ``error_reported`` (severity 11 and up) fails the
+next statement or container of the same activity that was running when the error was raised (a statement event
+has no outcome of its own). Any other event is counted and skipped.
 
 Table lineage comes from :func:`harvesters.sql.table_lineage` (T-SQL, the event's ``database_name`` as the
 default database, ``dbo`` as the default schema), cached by the statement's *shape* (literals replaced by
@@ -28,7 +30,7 @@ from harvesters.state import Window
 from harvesters.tasks import Statement, TaskGrouper, find_parent_ids, is_run_marker
 from harvesters.xevents import Item, Unreadable, XEvent, parse_event, read_events
 
-STATEMENT, CONTAINER, MODULE_END = "statement", "container", "module_end"
+STATEMENT, CONTAINER, MODULE_END, ERROR = "statement", "container", "module_end", "error"
 DIALECT = "tsql"
 DEFAULT_SCHEMA = "dbo"
 #: Statements longer than this are not parsed for lineage (counted as unparsed): a 10 MB generated
@@ -51,7 +53,13 @@ EVENT_KINDS: Mapping[str, EventKind] = {
     "sql_batch_completed": EventKind("batch_text", CONTAINER),
     "rpc_completed": EventKind("statement", CONTAINER),
     "module_end": EventKind(None, MODULE_END),
+    "error_reported": EventKind(None, ERROR),
 }
+#: error_reported severities that mean a statement failed (10 and below are informational messages).
+MIN_FAILING_SEVERITY = 11
+#: An error belongs to the statement whose run [start, end] holds its timestamp, this much slack before the
+#: start allowed ('duration' and the timestamps are rounded differently).
+ERROR_SLACK = timedelta(milliseconds=1)
 #: ``result`` of batch/rpc events (map rpc_return_result): text or value meaning the request failed.
 FAILED_RESULTS = frozenset({"error", "abort", "1", "2"})
 #: sp_statement_completed ``object_name`` values that are not modules: dynamic SQL runs in these.
@@ -193,6 +201,8 @@ class EventConverter:
         self.max_statement_chars = max_statement_chars
         # activity ids that had statement events: their containers (batch, rpc) add nothing
         self._covered: OrderedDict[str, None] = OrderedDict()
+        # activity id -> (time, message) of the first error raised there and not yet given to a statement
+        self._errors: OrderedDict[str, tuple[datetime, str]] = OrderedDict()
 
     def covered_state(self, keep: int = 1000) -> list[str]:
         """The most recent covered activity ids, for the harvest state (a container may come next harvest)."""
@@ -208,8 +218,11 @@ class EventConverter:
         activity = _activity(event)
         if kind.role == MODULE_END:
             return ModuleEnd(self._module_key(event, activity), event.timestamp)
+        if kind.role == ERROR:
+            return self._note_error(event, activity)
         if kind.role == CONTAINER and activity in self._covered:
             del self._covered[activity]
+            self._errors.pop(activity, None)  # the request is over
             return Skip("container of statements already read")
         if kind.role == STATEMENT and activity:
             self._covered[activity] = None
@@ -219,6 +232,30 @@ class EventConverter:
         if not sql.strip():
             return Skip("no SQL text")
         return self._statement(event, kind, sql, activity)
+
+    def _note_error(self, event: XEvent, activity: str) -> Skip:
+        severity = _int(event.data.get("severity"))
+        if severity is None or severity < MIN_FAILING_SEVERITY:
+            return Skip("informational message (severity 10 or below)")
+        if not activity:
+            return Skip("error without attach_activity_id (TRACK_CAUSALITY is off)")
+        if activity not in self._errors:  # the first error says why; the next ones ("statement terminated") follow
+            number, message = event.data.get("error_number", ""), event.data.get("message", "").strip()
+            self._errors[activity] = (event.timestamp, f"Msg {number}, Level {severity}: {message}")
+            if len(self._errors) > ACTIVITY_MEMORY:
+                self._errors.popitem(last=False)
+        return Skip("error, read with its statement")
+
+    def _error_during(self, activity: str, start: datetime, end: datetime) -> str | None:
+        """The message of the error raised in ``activity`` while a statement ran from ``start`` to ``end``.
+
+        An error raised before ``start`` belonged to a statement that logged no completion: dropped.
+        """
+        error = self._errors.get(activity) if activity else None
+        if error is None or error[0] > end:
+            return None
+        del self._errors[activity]
+        return error[1] if error[0] >= start - ERROR_SLACK else None
 
     def _module_key(self, event: XEvent, activity: str) -> str:
         return f"{activity}/{event.data.get('source_database_id', '')}/{event.data.get('object_id', '')}"
@@ -238,7 +275,10 @@ class EventConverter:
         duration = _int(data.get("duration")) or 0
         start = event.timestamp - duration * kind.duration_unit
         result = (event.texts.get("result") or data.get("result") or "").lower()
-        failed = result in FAILED_RESULTS
+        error = self._error_during(activity, start, event.timestamp)
+        failed = result in FAILED_RESULTS or error is not None
+        if failed and error is None:
+            error = f"result: {event.texts.get('result') or result}"
         module = data.get("object_name", "") if event.name == "sp_statement_completed" else ""
         is_module = module.lower() not in NOT_MODULES
         session = actions.get("session_id", "")
@@ -249,7 +289,7 @@ class EventConverter:
             session=session, sql=sql, namespace=self.namespace, dialect=DIALECT,
             inputs=found.inputs, outputs=found.outputs, temp_inputs=found.temp_inputs,
             temp_outputs=found.temp_outputs, statement_types=found.statement_types,
-            failed=failed, error_message=f"result: {event.texts.get('result') or result}" if failed else None,
+            failed=failed, error_message=error if failed else None,
             parent_id=parent_id, root_parent_id=root_parent_id, marker=is_run_marker(sql),
             module=module if is_module else None,
             module_key=self._module_key(event, activity) if is_module else None,

@@ -277,6 +277,66 @@ def test_marker_and_failed_batch(tmp_path):
         assert_valid_event(event)
 
 
+def err(when: datetime, severity: int, number: int, message: str, activity: str, seq: int = 1) -> bytes:
+    """An error_reported event (TRACK_CAUSALITY on: it carries the request's attach_activity_id)."""
+    data = (f'<data name="error_number"><value>{number}</value></data>'
+            f'<data name="severity"><value>{severity}</value></data>'
+            f'<data name="message"><value><![CDATA[{message}]]></value></data>')
+    return xe("error_reported", when, extra=data, seq=seq, activity=f"{activity}-{seq}")
+
+
+ACT = "A1B2C3D4-0000-4000-8000-00000000000"
+PK = "Violation of PRIMARY KEY constraint 'PK_b'. Cannot insert duplicate key in object 'dbo.b'."
+INSERT = "INSERT INTO dbo.b SELECT * FROM dbo.a"
+SECOND = T0 + timedelta(seconds=1)
+# events of one request, expected (job name suffix, outcome, error message) of each statement run
+ERROR_CASES = [
+    ("error during the statement fails it", [
+        err(T0 + timedelta(milliseconds=500), 14, 2627, PK, ACT + "1", 1),
+        err(T0 + timedelta(milliseconds=500), 10, 3621, "The statement has been terminated.", ACT + "1", 2),
+        xe("sql_statement_completed", SECOND, INSERT, seq=3, activity=ACT + "1-3", duration_us=1_000_000)],
+     [("insert_sales_dbo_b", "FAIL", f"Msg 2627, Level 14: {PK}")]),
+    ("informational message (severity 10) does not", [
+        err(T0 + timedelta(milliseconds=500), 10, 0, "Warning: Null value is eliminated", ACT + "2"),
+        xe("sql_statement_completed", SECOND, INSERT, seq=2, activity=ACT + "2-2", duration_us=1_000_000)],
+     [("insert_sales_dbo_b", "COMPLETE", None)]),
+    ("error of a statement that logged no completion does not fail the next one", [
+        err(T0, 16, 208, "Invalid object name 'dbo.x'.", ACT + "3"),
+        xe("sql_statement_completed", T0 + timedelta(seconds=5), INSERT, seq=2, activity=ACT + "3-2",
+           duration_us=1_000_000)],
+     [("insert_sales_dbo_b", "COMPLETE", None)]),
+    ("error in another request does not", [
+        err(T0 + timedelta(milliseconds=500), 16, 8134, "Divide by zero error encountered.", ACT + "9"),
+        xe("sql_statement_completed", SECOND, INSERT, seq=2, activity=ACT + "4-2", duration_us=1_000_000)],
+     [("insert_sales_dbo_b", "COMPLETE", None)]),
+    ("caught by TRY/CATCH: the statement failed though the batch did not", [
+        err(T0 + timedelta(milliseconds=500), 16, 8134, "Divide by zero error encountered.", ACT + "5"),
+        xe("sql_statement_completed", SECOND, "UPDATE dbo.b SET x = 1 / 0", seq=2, activity=ACT + "5-2",
+           duration_us=1_000_000),
+        xe("sql_statement_completed", SECOND + timedelta(seconds=1), INSERT, seq=3, activity=ACT + "5-3"),
+        xe("sql_batch_completed", SECOND + timedelta(seconds=1), "BEGIN TRY ... END CATCH", seq=4,
+           activity=ACT + "5-4", result="OK")],
+     [("update_sales_dbo_b", "FAIL", "Msg 8134, Level 16: Divide by zero error encountered."),
+      ("insert_sales_dbo_b", "COMPLETE", None)]),
+    ("a failed batch read as the statement carries the error's message", [
+        err(T0 + timedelta(milliseconds=500), 16, 8134, "Divide by zero error encountered.", ACT + "6"),
+        xe("sql_batch_completed", SECOND, "UPDATE dbo.b SET x = 1 / 0", seq=2, activity=ACT + "6-2",
+           result="Error", duration_us=1_000_000)],
+     [("update_sales_dbo_b", "FAIL", "Msg 8134, Level 16: Divide by zero error encountered.")]),
+]
+
+
+@pytest.mark.parametrize("events, expected", [c[1:] for c in ERROR_CASES], ids=[c[0] for c in ERROR_CASES])
+def test_error_reported_fails_the_statement_it_interrupted(tmp_path, events, expected):
+    code, out = harvest(tmp_path, "--xml", str(write_log(tmp_path / "log.xml", events)))
+    assert code == 0
+    ends = [e for e in out if e["eventType"] in ("COMPLETE", "FAIL") and e["job"]["name"] != "python_task.task1"]
+    assert [(e["job"]["name"].removeprefix("python_task.task1."), e["eventType"],
+             e["run"]["facets"].get("errorMessage", {}).get("message")) for e in ends] == expected
+    for event in out:
+        assert_valid_event(event)
+
+
 def test_secrets_in_statements_are_redacted(tmp_path):
     log = write_log(tmp_path / "log.xml", [xe(
         "sql_statement_completed", at(0),

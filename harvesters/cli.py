@@ -189,10 +189,11 @@ def _by_reason(counter: Any) -> str:
 
 
 def summary_line(label: str, harvest: Any, grouper: Any, open_runs: int, note: str) -> str:
-    """One line: events read, statements, runs emitted, unparsed with reasons, unreadable events."""
+    """One line: events (or history rows) read, statements, runs emitted, unparsed with reasons, unreadable
+    events."""
     c, g = harvest.counts, grouper.counts
     unparsed, unreadable = sum(c.unparsed.values()), sum(c.unreadable.values())
-    parts = [f"{c.events} events read", f"{g.statements} statements ({g.with_lineage} with lineage)",
+    parts = [f"{c.events} {c.READ} read", f"{g.statements} statements ({g.with_lineage} with lineage)",
              f"{g.runs} runs emitted ({g.records} events)",
              f"{unparsed} unparsed" + (f" ({_by_reason(c.unparsed)})" if unparsed else ""),
              f"{unreadable} unreadable" + (f" ({_by_reason(c.unreadable)})" if unreadable else "")]

@@ -36,7 +36,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 import attrs
 import orjson
@@ -622,6 +622,7 @@ class SeenQueries:
 class HarvestCounts:
     """What a harvest read and skipped (the fields ``harvesters.cli.summary_line`` prints)."""
 
+    READ: ClassVar[str] = "history rows"  # what ``events`` counts, in the summary line
     events: int = 0  # history rows read
     unreadable: Counter[str] = attrs.field(factory=Counter)
     skipped: Counter[str] = attrs.field(factory=Counter)

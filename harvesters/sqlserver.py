@@ -22,7 +22,7 @@ import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -464,6 +464,7 @@ def read_ring_buffer(connection: Any, queries: LiveQueries, session: str) -> Ite
 class HarvestCounts:
     """What a harvest read and skipped, for the summary line and the exit code."""
 
+    READ: ClassVar[str] = "events"  # what ``events`` counts, in the summary line
     events: int = 0  # readable events read
     unreadable: Counter[str] = attrs.field(factory=Counter)  # by reason
     skipped: Counter[str] = attrs.field(factory=Counter)  # events without a statement, by reason

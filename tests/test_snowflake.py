@@ -231,7 +231,7 @@ def test_history_csv_exact_events(tmp_path, capsys):
     assert code == 0
     assert [brief(e) for e in events] == HISTORY_CSV_EVENTS
     summary = capsys.readouterr().err.strip().splitlines()[-1]
-    assert summary == ("harvest snowflake: 7 events read, 7 statements (5 with lineage), 8 runs emitted (16 events), "
+    assert summary == ("harvest snowflake: 7 history rows read, 7 statements (5 with lineage), 8 runs emitted (16 events), "
                        "0 unparsed, 0 unreadable; no state kept")
     queries = [e for e in events if e["job"]["facets"]["jobType"]["jobType"] == "QUERY"]
     assert {e["job"]["facets"]["jobType"]["integration"] for e in events} == {"SNOWFLAKE"}
@@ -331,7 +331,7 @@ GOOD2 = row("q2", 1, "INSERT INTO c SELECT * FROM a")
     ([json.dumps(GOOD), json.dumps(row("q9", 0.5, "INSERT INTO (((")), json.dumps(GOOD2)], 1,
      "1 unparsed (unparseable: 1)"),
     ([json.dumps(GOOD), json.dumps(row("q9", 0.5, "SELECT 1", EXECUTION_STATUS="RUNNING")), json.dumps(GOOD2)], 0,
-     "3 events read, 2 statements (2 with lineage)"),
+     "3 history rows read, 2 statements (2 with lineage)"),
     ([json.dumps(GOOD), json.dumps(GOOD), json.dumps(GOOD2)], 0, "duplicate rows: 1"),
 ])
 def test_bad_input_is_counted_and_skipped(tmp_path, capsys, lines, code, fragment):

@@ -180,6 +180,43 @@ def test_odbc_connection_string(monkeypatch, kwargs, expected):
     assert odbc_connection_string("Driver=X;Server=a;", **kwargs) == expected
 
 
+def _pem_key(tmp_path: Path, passphrase: bytes | None) -> tuple[Path, bytes]:
+    """A fresh RSA key written as PEM (encrypted when a passphrase is given); returns (path, its DER form)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    encryption = (serialization.BestAvailableEncryption(passphrase) if passphrase
+                  else serialization.NoEncryption())
+    path = tmp_path / "rsa_key.p8"
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption))
+    return path, key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption())
+
+
+# passphrase the key was written with, passphrase given, whether it loads
+KEY_CASES = [
+    ("unencrypted", None, None, True),
+    ("encrypted, right passphrase", b"s3cret-pass", "s3cret-pass", True),
+    ("encrypted, wrong passphrase", b"s3cret-pass", "wrong-pass", False),
+    ("encrypted, no passphrase", b"s3cret-pass", None, False),
+]
+
+
+@pytest.mark.parametrize("written, given, loads", [c[1:] for c in KEY_CASES], ids=[c[0] for c in KEY_CASES])
+def test_key_pair_private_key_is_read_as_der_for_the_connector(tmp_path, written, given, loads):
+    from harvesters.snowflake_live import UsageError, _der_private_key
+
+    path, der = _pem_key(tmp_path, written)
+    if loads:
+        assert _der_private_key(str(path), given) == der
+        return
+    with pytest.raises(UsageError) as error:
+        _der_private_key(str(path), given)
+    assert str(path) in str(error.value)
+    assert "s3cret" not in str(error.value) and "wrong-pass" not in str(error.value)
+
+
 @pytest.mark.parametrize("kwargs,expected", [
     ({"password_env": "SF_PW"}, {"password": "pw"}),
     ({"private_key_file": "/keys/rsa.p8"}, {"private_key_file": "/keys/rsa.p8"}),

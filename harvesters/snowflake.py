@@ -427,6 +427,7 @@ class Call:
     end: datetime
     failed: bool
     error_message: str | None
+    parent_query_id: str = ""  # the CALL that ran this one (nested procedures)
 
 
 def procedure_name(sql: str) -> str | None:
@@ -460,7 +461,7 @@ class RowConverter:
         if procedure is not None:
             # a CALL: its children carry the lineage; it becomes their module run
             self.calls[row.query_id] = Call(row.query_id, procedure, row.text, row.end, failed,
-                                            self._error(row) if failed else None)
+                                            self._error(row) if failed else None, row.parent_query_id)
         temps = self._temps.get(row.session, frozenset())
         if row.session in self._temps:
             self._temps.move_to_end(row.session)
@@ -484,18 +485,33 @@ class RowConverter:
         if temp_outputs:
             self._remember_temps(row.session, temps | {t.casefold() for t in temp_outputs})
         module_key = row.parent_query_id or None
-        module = None
-        if module_key:
-            call = self.calls.get(module_key)
-            module = call.procedure if call else UNKNOWN_PROCEDURE
+        module, outer, module_facets = self._modules(module_key) if module_key else (None, (), {})
         return Statement(
             query_id=row.query_id, start=row.start, end=row.end, task=tag.task, host=row.user,
             session=row.session, sql=row.text, namespace=self.namespace, dialect=DIALECT, inputs=inputs,
             outputs=outputs, temp_inputs=temp_inputs, temp_outputs=temp_outputs, statement_types=types,
             failed=failed, error_message=self._error(row) if failed else None, parent_id=tag.parent_id,
             root_parent_id=tag.root_parent_id, marker=is_run_marker(row.text), module=module, module_key=module_key,
-            row_count=self._row_count(row), run_facets=query_facets(row.query_id, self.namespace),
+            outer_modules=outer, module_facets=module_facets, row_count=self._row_count(row),
+            run_facets=query_facets(row.query_id, self.namespace),
         )
+
+    def _modules(self, call_id: str) -> tuple[str, tuple[tuple[str, str], ...], dict[str, Any]]:
+        """The procedure of the CALL ``call_id``, the CALLs that called it (outermost first), and the facets of
+        each one's run: its QUERY_ID (externalQuery) and its text (sql)."""
+        chain: list[tuple[str, str]] = []
+        facets: dict[str, Any] = {}
+        seen: set[str] = set()
+        while call_id and call_id not in seen:  # a loop in PARENT_QUERY_ID would be a bad export: stop
+            seen.add(call_id)
+            call = self.calls.get(call_id)
+            chain.append((call.procedure if call else UNKNOWN_PROCEDURE, call_id))
+            with unvalidated():
+                facets[call_id] = (query_facets(call_id, self.namespace),
+                                   {"sql": sql_job.SQLJobFacet(query=call.sql, dialect=DIALECT)} if call else {})
+            call_id = call.parent_query_id if call else ""
+        chain.reverse()
+        return chain[-1][0], tuple(chain[:-1]), facets
 
     def _parse(self, row: HistoryRow, temps: frozenset[str]) -> Lineage | Skip:
         if len(row.text) > self.max_statement_chars:
@@ -544,41 +560,6 @@ def query_facets(query_id: str, namespace: str) -> dict[str, Any]:
     with unvalidated():  # the validators only urlparse the constant schema URL and producer
         return {"externalQuery": external_query_run.ExternalQueryRunFacet(externalQueryId=query_id,
                                                                           source=namespace)}
-
-
-class FacetSink:
-    """Sits between the grouper and the emitter: adds the CALL's facets to the module run standing for it
-    (the grouper makes that run when the CALL's first child arrives)."""
-
-    def __init__(self, sink: Callable[[RunRecord], None]) -> None:
-        self._sink = sink
-        self.module: tuple[str, Mapping[str, Any], Mapping[str, Any]] | None = None  # (job suffix, run, job facets)
-        self._module_facets: dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}  # run id -> facets
-
-    def __call__(self, record: RunRecord) -> None:
-        if record.job_type.job_type == "TASK":
-            if record.event_type == START and self.module is not None and record.parent is not None \
-                    and record.job.name == f"{record.parent.job.name}.{self.module[0]}":
-                self._module_facets[record.run_id] = self.module[1:]
-                self.module = None
-            facets = self._module_facets.pop(record.run_id, None) if record.is_terminal \
-                else self._module_facets.get(record.run_id)
-            if facets is not None:
-                record = attrs.evolve(record, run_facets={**record.run_facets, **facets[0]},
-                                      job_facets={**record.job_facets, **facets[1]})
-        self._sink(record)
-
-    def end_statement(self) -> None:
-        """The statement's records were all handed over."""
-        self.module = None
-
-    def fail_module(self, call_query_id: str, error: Any) -> None:
-        """The CALL failed: its module run's FAIL event carries ``error`` (an errorMessage facet)."""
-        for run_id, (run_facets, job_facets) in self._module_facets.items():
-            external = run_facets.get("externalQuery")
-            if external is not None and external.externalQueryId == call_query_id:
-                self._module_facets[run_id] = ({**run_facets, "errorMessage": error}, job_facets)
-                return
 
 
 # ---- de-duplication ------------------------------------------------------------------------------------
@@ -634,11 +615,10 @@ class HarvestCounts:
 class Harvest:
     """Feeds history rows through the converter into the task grouper, within a window on END_TIME."""
 
-    def __init__(self, converter: RowConverter, grouper: TaskGrouper, sink: FacetSink, window: Window,
-                 seen: SeenQueries, tick: Callable[[Harvest], None] | None = None) -> None:
+    def __init__(self, converter: RowConverter, grouper: TaskGrouper, window: Window, seen: SeenQueries,
+                 tick: Callable[[Harvest], None] | None = None) -> None:
         self.converter = converter
         self.grouper = grouper
-        self.sink = sink
         self.window = window
         self.seen = seen
         self.counts = HarvestCounts()
@@ -675,35 +655,23 @@ class Harvest:
         call = self.converter.calls.get(row.query_id)
         if call is not None:
             heapq.heappush(self._call_ends, (call.end, call.query_id))
-        self._add(result)
+        self.grouper.add(result)
         self.grouper.advance(row.start)
 
     def finish(self) -> None:
         """End of the input: complete the module runs of every CALL read (their children all started)."""
         self._end_calls(None)
 
-    def _add(self, statement: Statement) -> None:
-        if statement.module_key:
-            call = self.converter.calls.get(statement.module_key)
-            run_facets = query_facets(statement.module_key, statement.namespace)
-            job_facets: dict[str, Any] = {}
-            if call is not None:
-                with unvalidated():
-                    job_facets["sql"] = sql_job.SQLJobFacet(query=call.sql, dialect=DIALECT)
-            self.sink.module = (normalize_name(statement.module or ""), run_facets, job_facets)
-        try:
-            self.grouper.add(statement)
-        finally:
-            self.sink.end_statement()
-
     def _end_calls(self, before: datetime | None) -> None:
         while self._call_ends and (before is None or self._call_ends[0][0] < before):
             end, query_id = heapq.heappop(self._call_ends)
             call = self.converter.calls.pop(query_id)
+            error = None
             if call.failed:
-                self.sink.fail_module(call.query_id, error_message_run.ErrorMessageRunFacet(
-                    message=call.error_message or "procedure failed", programmingLanguage="SQL"))
-            self.grouper.end_module(query_id, end, call.failed)
+                with unvalidated():
+                    error = {"errorMessage": error_message_run.ErrorMessageRunFacet(
+                        message=call.error_message or "procedure failed", programmingLanguage="SQL")}
+            self.grouper.end_module(query_id, end, call.failed, error)
 
 
 def open_history(path: str) -> IO[str]:

@@ -79,7 +79,7 @@ def run_snowflake(args: argparse.Namespace) -> int:
     from harvesters.cli import (EXIT_OK, EXIT_USAGE, Progress, finish_harvest, job_namespace, make_emitter,
                                 state_lock)
     from harvesters.snowflake import (
-        DEFAULT_MAX_STATEMENT_CHARS, INTEGRATION, FacetSink, LineageCache, RowConverter, parse_time,
+        DEFAULT_MAX_STATEMENT_CHARS, INTEGRATION, LineageCache, RowConverter, parse_time,
     )
     from harvesters.snowflake_live import (
         UsageError, connect_connector, connect_odbc, connector_arguments, odbc_connection_string,
@@ -119,8 +119,7 @@ def run_snowflake(args: argparse.Namespace) -> int:
         except ValueError as error:
             print(f"{label}: {error}", file=sys.stderr)
             return EXIT_USAGE
-        sink = FacetSink(emitter.emit)
-        grouper = TaskGrouper(sink, job_namespace(args.namespace), INTEGRATION, args.idle_gap)
+        grouper = TaskGrouper(emitter.emit, job_namespace(args.namespace), INTEGRATION, args.idle_gap)
         grouper.restore(checkpoint.last.get("open_runs", ()))
         converter = RowConverter(namespace, LineageCache(), args.max_statement_chars or DEFAULT_MAX_STATEMENT_CHARS)
         saved_end = checkpoint.last.get("window_end")
@@ -129,10 +128,10 @@ def run_snowflake(args: argparse.Namespace) -> int:
         now = datetime.now(timezone.utc)
         try:
             if connect is not None:
-                harvest, overlap, window_end, clock = _harvest_live(args, connect, converter, grouper, sink,
+                harvest, overlap, window_end, clock = _harvest_live(args, connect, converter, grouper,
                                                                      checkpoint, previous_end, now, progress)
             else:
-                harvest, overlap, window_end, clock = _harvest_files(args, converter, grouper, sink, checkpoint,
+                harvest, overlap, window_end, clock = _harvest_files(args, converter, grouper, checkpoint,
                                                                       previous_end, now, progress)
         except UsageError as error:
             print(f"{label}: {error}", file=sys.stderr)
@@ -157,7 +156,7 @@ def run_snowflake(args: argparse.Namespace) -> int:
         return finish_harvest(label, args, emitter, checkpoint, harvest, grouper, window)
 
 
-def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, sink: Any, checkpoint: Any,
+def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, checkpoint: Any,
                    previous_end: datetime | None, now: datetime, progress: Any) -> tuple[Any, timedelta, Any, datetime]:
     """Offline: the export files, from the previous harvest's end minus the overlap (or --since) to --until."""
     import os
@@ -173,7 +172,7 @@ def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, sink:
     overlap = args.overlap if args.overlap is not None else OFFLINE_OVERLAP
     start = args.since if args.since is not None else (previous_end - overlap if previous_end else None)
     seen = SeenQueries(checkpoint.last.get("seen"), overlap)
-    harvest = Harvest(converter, grouper, sink, Window(start, args.until), seen, progress.tick)
+    harvest = Harvest(converter, grouper, Window(start, args.until), seen, progress.tick)
 
     in_background = "-" not in args.history and worth_a_second_process(*args.history)
     rows = (read_history_files_background if in_background else read_history_files)(args.history)
@@ -185,7 +184,7 @@ def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, sink:
     return harvest, overlap, max(ends) if ends else None, closing_clock(now, args.until)
 
 
-def _harvest_live(args: argparse.Namespace, connect: Callable[[], Any], converter: Any, grouper: Any, sink: Any,
+def _harvest_live(args: argparse.Namespace, connect: Callable[[], Any], converter: Any, grouper: Any,
                   checkpoint: Any, previous_end: datetime | None, now: datetime, progress: Any
                   ) -> tuple[Any, timedelta, Any, datetime]:
     """Live: the window ``[previous end - overlap, now - lag)`` of the chosen source, de-duplicated."""
@@ -198,7 +197,7 @@ def _harvest_live(args: argparse.Namespace, connect: Callable[[], Any], converte
         source = SOURCES[choose_source(connection, args.source, notes)]
         window = live_window(previous_end, now, source, args.since, args.until, args.lag, args.overlap)
         overlap = args.overlap if args.overlap is not None else source.overlap
-        harvest = Harvest(converter, grouper, sink, window, SeenQueries(checkpoint.last.get("seen"), overlap),
+        harvest = Harvest(converter, grouper, window, SeenQueries(checkpoint.last.get("seen"), overlap),
                           progress.tick)
         harvest.counts.source.update(notes)
         for row in in_start_order(read_rows(connection, source, window, harvest.counts.source)):

@@ -101,6 +101,9 @@ class Statement:
     marker: bool = False  # an explicit run marker: starts a new task run
     module: str | None = None  # procedure that ran this statement
     module_key: str | None = None  # that procedure execution (activity id / parent query id)
+    outer_modules: tuple[tuple[str, str], ...] = ()  # (procedure, execution key) calling it, outermost first
+    #: source-specific facets of the procedure executions' runs, by execution key: (run facets, job facets)
+    module_facets: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = attrs.field(factory=dict)
     row_count: int | None = None
     run_facets: Mapping[str, Any] = attrs.field(factory=dict)  # source-specific facets of its run (externalQuery)
 
@@ -182,6 +185,10 @@ class _ModuleRun:
     start: datetime
     last_end: datetime
     failed: bool = False
+    caller: RunRef | None = None  # the run of the procedure execution that called this one (None: the task run)
+    # the source's facets for this run, on its START and its end (kept in memory only, not in the state)
+    run_facets: Mapping[str, Any] = attrs.field(factory=dict)
+    job_facets: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 @attrs.define
@@ -226,7 +233,7 @@ class TaskRun:
             "temps": self.temps, "children": self.children, "started": self.started,
             "modules": {key: {"job": [m.job.namespace, m.job.name], "run_id": m.run_id,
                               "start": m.start.isoformat(), "last_end": m.last_end.isoformat(),
-                              "failed": m.failed} for key, m in self.modules.items()},
+                              "failed": m.failed, "caller": ref(m.caller)} for key, m in self.modules.items()},
         }
 
     @classmethod
@@ -244,7 +251,8 @@ class TaskRun:
             started=data.get("started", True),
             modules={key: _ModuleRun(job=JobRef(*m["job"]), run_id=m["run_id"],
                                      start=datetime.fromisoformat(m["start"]),
-                                     last_end=datetime.fromisoformat(m["last_end"]), failed=m.get("failed", False))
+                                     last_end=datetime.fromisoformat(m["last_end"]), failed=m.get("failed", False),
+                                     caller=ref(m.get("caller")))
                      for key, m in data.get("modules", {}).items()},
         )
 
@@ -312,8 +320,10 @@ class TaskGrouper:
             parent = RunRef(module.run_id, module.job)
         self._emit_statement(statement, run, parent, inputs)
 
-    def end_module(self, module_key: str, end: datetime, failed: bool = False) -> None:
-        """The source reported the end of a procedure execution: complete its module run if it has one."""
+    def end_module(self, module_key: str, end: datetime, failed: bool = False,
+                   run_facets: Mapping[str, Any] | None = None) -> None:
+        """The source reported the end of a procedure execution: complete its module run if it has one
+        (``run_facets``, e.g. the error, go on the run's last event)."""
         owner = self._module_owner.pop(module_key, None)
         run = self._open.get(owner) if owner else None
         module = run.modules.pop(module_key, None) if run else None
@@ -322,6 +332,8 @@ class TaskGrouper:
         run.last_end = max(run.last_end, end)
         module.last_end = max(module.last_end, end)
         module.failed = module.failed or failed
+        if run_facets:
+            module.run_facets = {**module.run_facets, **run_facets}
         self._complete_module(run, module)
 
     def close_idle(self, clock: datetime) -> None:
@@ -390,18 +402,34 @@ class TaskGrouper:
                              root=run.root))
 
     def _module(self, key: tuple[str, str, str], run: TaskRun, statement: Statement) -> _ModuleRun:
-        module_key = statement.module_key or ""
-        module = run.modules.get(module_key)
-        if module is None:
-            job = JobRef(self.job_namespace, f"{run.job.name}.{_module_part(statement.module or '')}")
-            module = _ModuleRun(job=job, run_id=stable_run_id(statement.start, "module", run.run_id, module_key),
-                                start=statement.start, last_end=statement.end)
-            run.modules[module_key] = module
-            self._module_owner[module_key] = key
-            self.counts.runs += 1
-            self._emit(RunRecord(START, statement.start, job, module.run_id, self._task_type,
-                                 parent=run.ref, root=self._task_root(run)))
-        module.last_end = max(module.last_end, statement.end)
+        """The run of the procedure execution that ran ``statement``, started (with the runs of the executions
+        calling it, each a child of its caller) when this is its first statement with lineage."""
+        module: _ModuleRun | None = None
+        parent_key: str | None = None
+        for name, module_key in (*statement.outer_modules, (statement.module or "", statement.module_key or "")):
+            module = run.modules.get(module_key)
+            if module is None:
+                module = self._start_module(key, run, statement, name, module_key, parent_key)
+            module.last_end = max(module.last_end, statement.end)
+            parent_key = module_key
+        assert module is not None
+        return module
+
+    def _start_module(self, key: tuple[str, str, str], run: TaskRun, statement: Statement, name: str,
+                      module_key: str, parent_key: str | None) -> _ModuleRun:
+        caller = run.modules.get(parent_key) if parent_key is not None else None
+        parent = RunRef(caller.run_id, caller.job) if caller is not None else run.ref
+        job = JobRef(self.job_namespace, f"{parent.job.name}.{_module_part(name)}")
+        run_facets, job_facets = statement.module_facets.get(module_key, ({}, {}))
+        module = _ModuleRun(job=job, run_id=stable_run_id(statement.start, "module", run.run_id, module_key),
+                            start=statement.start, last_end=statement.end,
+                            caller=parent if caller is not None else None,
+                            run_facets=run_facets, job_facets=job_facets)
+        run.modules[module_key] = module
+        self._module_owner[module_key] = key
+        self.counts.runs += 1
+        self._emit(RunRecord(START, statement.start, job, module.run_id, self._task_type, parent=parent,
+                             root=self._task_root(run), run_facets=run_facets, job_facets=job_facets))
         return module
 
     def _task_root(self, run: TaskRun) -> RunRef:
@@ -449,11 +477,12 @@ class TaskGrouper:
 
     def _complete_module(self, run: TaskRun, module: _ModuleRun) -> None:
         self._emit(RunRecord(FAIL if module.failed else COMPLETE, module.last_end, module.job, module.run_id,
-                             self._task_type, parent=run.ref, root=self._task_root(run)))
+                             self._task_type, parent=module.caller or run.ref, root=self._task_root(run),
+                             run_facets=module.run_facets, job_facets=module.job_facets))
 
     def _close(self, key: tuple[str, str, str]) -> None:
         run = self._open.pop(key)
-        for module_key, module in list(run.modules.items()):
+        for module_key, module in reversed(run.modules.items()):  # callees before their callers
             self._module_owner.pop(module_key, None)
             self._complete_module(run, module)
         run.modules.clear()

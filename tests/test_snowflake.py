@@ -302,6 +302,40 @@ def test_access_history_parents_and_procedures_exact_events(tmp_path):
     assert export["run"]["runId"] == "01900000-0000-7000-8000-000000000002"
 
 
+def _call(qid: str, start: float, end: float, text: str, parent: str = "", failed: bool = False) -> dict:
+    r = row(qid, start, text, QUERY_TYPE="CALL", PARENT_QUERY_ID=parent,
+            END_TIME=(T0 + timedelta(minutes=end)).isoformat())
+    return {**r, "EXECUTION_STATUS": "FAIL", "ERROR_MESSAGE": "boom"} if failed else r
+
+
+def test_nested_calls_nest_their_runs(tmp_path):
+    """CALL outer() runs CALL inner(): inner's run is a child of outer's, each statement a child of its CALL."""
+    rows = [_call("c1", 0, 5, "CALL etl.outer_proc()"),
+            _call("c2", 1, 3, "CALL etl.inner_proc(1)", parent="c1", failed=True),
+            row("q1", 2, "INSERT INTO t1 SELECT * FROM a", PARENT_QUERY_ID="c2"),
+            row("q2", 4, "INSERT INTO t2 SELECT * FROM t1", PARENT_QUERY_ID="c1")]
+    code, events = harvest(tmp_path, "--history", str(history(tmp_path, rows)))
+    assert code == 0
+    outer, inner = "etl.outer_proc", "etl.outer_proc.inner_proc"
+    assert [brief(e)[:3] for e in events] == [
+        ("START", "etl", None),
+        ("START", outer, "etl"),
+        ("START", inner, outer),
+        ("START", f"{inner}.insert_sales_public_t1", inner),
+        ("COMPLETE", f"{inner}.insert_sales_public_t1", inner),
+        ("FAIL", inner, outer),
+        ("START", f"{outer}.insert_sales_public_t2", outer),
+        ("COMPLETE", f"{outer}.insert_sales_public_t2", outer),
+        ("COMPLETE", outer, "etl"),
+        ("COMPLETE", "etl", None),
+    ]
+    facets = {(e["eventType"], e["job"]["name"]): e for e in events}
+    assert facets[("START", inner)]["run"]["facets"]["externalQuery"]["externalQueryId"] == "c2"
+    assert facets[("START", inner)]["job"]["facets"]["sql"]["query"] == "CALL etl.inner_proc(1)"
+    assert facets[("FAIL", inner)]["run"]["facets"]["errorMessage"]["message"] == "boom"
+    assert facets[("START", outer)]["run"]["facets"]["externalQuery"]["externalQueryId"] == "c1"
+
+
 def test_same_history_twice_gives_identical_events(tmp_path):
     files = ["--history", str(FIXTURES / "history.csv"), "--history", str(FIXTURES / "access_history.jsonl")]
     _, first = harvest(tmp_path / "a", *files)

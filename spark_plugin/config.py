@@ -30,15 +30,19 @@ KNOWN_KEYS = frozenset({
     "rootParentJobNamespace", "rootParentJobName", "rootParentRunId",
     "jobName.appendDatasetName", "jobName.replaceDotWithUnderscore",  # read by plan_lineage
     "dataset.removePath.pattern",  # read by plan_lineage
+    "job.tags", "run.tags",
     "python.enabled", "python.shutdownTimeoutSeconds", "python.queueSize",
 })
 #: ``facets.<name>.disabled`` drops one facet by name (names may hold dots: ``spark.logicalPlan``).
 FACET_DISABLED = re.compile(r"facets\.(.+)\.disabled")
+#: ``job.owners.<type>=<name>``: one owner of the jobs (the ``ownership`` job facet).
+JOB_OWNER = re.compile(r"job\.owners\.(.+)")
 #: Key families handed to the emitter or read per facet name.
 KNOWN_PATTERNS = (
     re.compile(r"transport\..+"),  # emitter: any transport type's keys, nested (auth, headers, composite)
     re.compile(r"spool\..+"),  # emitter: spool directory and size
     FACET_DISABLED,
+    JOB_OWNER,
 )
 
 DEFAULT_NAMESPACE = "default"
@@ -49,6 +53,57 @@ DEFAULT_QUEUE_SIZE = 1000
 
 def _truthy(value: object) -> bool:
     return str(value).strip().lower() in {"true", "1", "yes"}
+
+
+#: One tag of ``job.tags``/``run.tags``: (key, value, source).
+Tag = tuple[str, str, str]
+_ESCAPED = {":": "\x01", ";": "\x02"}  # placeholders of escaped separators while splitting
+
+
+def _java_split(text: str, sep: str) -> list[str]:
+    # Java's String.split drops trailing empty strings ("a:" -> ["a"], ":" -> [])
+    parts = text.split(sep)
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def _unescape(text: str) -> str:
+    return text.replace(_ESCAPED[":"], ":").replace(_ESCAPED[";"], ";").strip()
+
+
+def _escape_separators(text: str) -> str:
+    # the Java client's preprocessEscapes: a backslash escapes the next character; ":" and ";" so escaped
+    # become placeholders, any other escaped character keeps its backslash
+    out, escaped = [], False
+    for char in text:
+        if escaped:
+            out.append(_ESCAPED.get(char, "\\" + char))
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        else:
+            out.append(char)
+    return "".join(out) + ("\\" if escaped else "")
+
+
+def parse_tags(text: str | None) -> tuple[Tag, ...]:
+    """``key[:value[:source]]`` entries separated by ``;`` (the Java client's ``TagsDeserializer``): value
+    ``true`` and source ``CONFIG`` by default, ``\\:``/``\\;`` escape the separators, elements past the
+    third are ignored, an entry with a blank element is skipped."""
+    if not text:
+        return ()
+    escaped = _escape_separators(text)
+    tags = []
+    for entry in escaped.split(";"):
+        if not entry.strip():
+            continue
+        elements = _java_split(entry, ":")[:3]
+        if not elements or any(not e.strip() for e in elements):
+            continue
+        key, value, source = [_unescape(e) for e in elements] + ["true", "CONFIG"][len(elements) - 1:]
+        tags.append((key, value, source))
+    return tuple(tags)
 
 
 def strip_prefix(spark_conf: Mapping[str, str]) -> dict[str, str]:
@@ -102,6 +157,9 @@ class PluginConfig:
     parent: RunRef | None
     root: RunRef | None
     captured_properties: tuple[str, ...]
+    job_tags: tuple[Tag, ...]  # ``job.tags``: the ``tags`` job facet of every event
+    run_tags: tuple[Tag, ...]  # ``run.tags``: the ``tags`` run facet of every event
+    owners: tuple[tuple[str, str], ...]  # ``job.owners.<type>=<name>`` as (type, name), by type
     disabled_facets: frozenset[str]
     disabled: bool
     shutdown_timeout_s: float
@@ -126,6 +184,9 @@ class PluginConfig:
             root=root,
             captured_properties=tuple(p.strip() for p in captured.split(",") if p.strip())
             if captured is not None else DEFAULT_CAPTURED_PROPERTIES,
+            job_tags=parse_tags(keys.get("job.tags")),
+            run_tags=parse_tags(keys.get("run.tags")),
+            owners=tuple(sorted((m.group(1), v) for k, v in keys.items() if (m := JOB_OWNER.fullmatch(k)) and v)),
             disabled_facets=frozenset(
                 m.group(1) for k, v in keys.items() if (m := FACET_DISABLED.fullmatch(k)) and _truthy(v)
             ),

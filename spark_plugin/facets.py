@@ -1,4 +1,4 @@
-"""Run facets the plugin puts on every event, and the ``facets.<name>.disabled`` filter."""
+"""Run and job facets the plugin puts on every event, and the ``facets.<name>.disabled`` filter."""
 from __future__ import annotations
 
 import functools
@@ -6,9 +6,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attr
-from openlineage.client.facet_v2 import RunFacet, processing_engine_run
+from openlineage.client.facet_v2 import RunFacet, ownership_job, processing_engine_run, tags_job, tags_run
 
 from emitter.records import Dataset, RunRecord
+from spark_plugin.config import PluginConfig
 
 DISTRIBUTION = "lineage-capture"
 
@@ -47,6 +48,27 @@ def engine_facets(spark_version: str, spark_conf: Mapping[str, str], captured: I
             properties={key: spark_conf[key] for key in captured if key in spark_conf}
         ),
     }
+
+
+def config_run_facets(config: PluginConfig) -> dict[str, Any]:
+    """``tags`` from ``run.tags``, on every event's run (the JVM's ``TagsRunFacetBuilder``); none when unset."""
+    if not config.run_tags:
+        return {}
+    return {"tags": tags_run.TagsRunFacet(
+        tags=[tags_run.TagsRunFacetFields(key=k, value=v, source=s) for k, v, s in config.run_tags])}
+
+
+def config_job_facets(config: PluginConfig) -> dict[str, Any]:
+    """``tags`` from ``job.tags`` and ``ownership`` from ``job.owners.<type>``, on every event's job (the JVM's
+    ``TagsJobFacetBuilder`` and ``OwnershipJobFacetBuilder``); each only when configured."""
+    facets: dict[str, Any] = {}
+    if config.job_tags:
+        facets["tags"] = tags_job.TagsJobFacet(
+            tags=[tags_job.TagsJobFacetFields(key=k, value=v, source=s) for k, v, s in config.job_tags])
+    if config.owners:
+        facets["ownership"] = ownership_job.OwnershipJobFacet(
+            owners=[ownership_job.Owner(name=name, type=kind) for kind, name in config.owners])
+    return facets
 
 
 def _keep(facets: Mapping[str, Any], disabled: frozenset[str]) -> dict[str, Any]:

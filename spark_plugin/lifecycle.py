@@ -23,7 +23,7 @@ from emitter.records import COMPLETE, FAIL, START, Dataset, JobRef, JobType, Run
 from emitter.run_ids import new_run_id
 from spark_plugin import exit_status
 from spark_plugin.config import PluginConfig
-from spark_plugin.facets import engine_facets, without_disabled
+from spark_plugin.facets import config_job_facets, config_run_facets, engine_facets, without_disabled
 from spark_plugin.guard import Guard
 from spark_plugin.listener import Captured, JvmProxy, QueryListener
 from spark_plugin.worker import Worker
@@ -63,7 +63,9 @@ class Application:
         self.run = RunRef(self.run_id, self.job)
         # actions' root: the configured root, else the configured parent, else this application
         self.action_root = config.root or config.parent or self.run
-        self.facets = engine_facets(sc.version, self.spark_conf, config.captured_properties)
+        self.facets = {**engine_facets(sc.version, self.spark_conf, config.captured_properties),
+                       **config_run_facets(config)}
+        self.job_facets = config_job_facets(config)  # tags, ownership: on the application and every action
         self.listener = QueryListener(self._on_action, self.guard)
         self.worker = Worker(self._handle, self.guard, config.queue_size)
         self._emitter: Any = None
@@ -85,7 +87,8 @@ class Application:
 
     def _app_record(self, event_type: str, when: datetime, extra: Mapping[str, Any] | None = None) -> RunRecord:
         return RunRecord(event_type, when, job=self.job, run_id=self.run_id, job_type=APPLICATION_JOB_TYPE,
-                         parent=self.config.parent, root=self.config.root, run_facets={**self.facets, **(extra or {})})
+                         parent=self.config.parent, root=self.config.root, run_facets={**self.facets, **(extra or {})},
+                         job_facets=self.job_facets)
 
     def action_records(self, captured: Captured) -> list[RunRecord]:
         """START and COMPLETE/FAIL of one action, or nothing when it is not a lineage-bearing action."""
@@ -98,10 +101,12 @@ class Application:
         if lineage is None:
             return []
         job = JobRef(self.config.namespace, f"{self.config.app_name}.{lineage.job_suffix}")
+        job_facets = dict(self.job_facets)
+        if lineage.sql:  # dialect "spark" as the JVM integration
+            job_facets["sql"] = sql_job.SQLJobFacet(query=lineage.sql, dialect="spark")
         common: dict[str, Any] = dict(
             job=job, run_id=new_run_id(captured.start), parent=self.run, root=self.action_root,
-            job_type=JobType("SQL_JOB", "SPARK", lineage.processing_type),
-            job_facets={"sql": sql_job.SQLJobFacet(query=lineage.sql)} if lineage.sql else {},
+            job_type=JobType("SQL_JOB", "SPARK", lineage.processing_type), job_facets=job_facets,
         )
         end_facets = dict(self.facets)
         if captured.failed:

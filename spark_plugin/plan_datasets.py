@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import Any
 
 import attrs
-from openlineage.client.facet_v2 import schema_dataset
+from openlineage.client.facet_v2 import catalog_dataset, schema_dataset
 
 from emitter import naming
 from spark_plugin import plan_tree
@@ -27,6 +27,7 @@ from spark_plugin.plan_tree import PlanNode
 log = logging.getLogger(__name__)
 
 Schema = schema_dataset.SchemaDatasetFacet
+Catalog = catalog_dataset.CatalogDatasetFacet
 
 
 @attrs.frozen
@@ -39,6 +40,7 @@ class RawDataset:
     symlink: tuple[str, str] | None = None  # (namespace, name) of the TABLE identifier
     lifecycle: str | None = None  # CREATE, OVERWRITE, DROP, TRUNCATE, ALTER, RENAME
     previous: tuple[str, str] | None = None  # RENAME: (namespace, name) before
+    catalog: Catalog | None = None  # the Hive ``catalog`` facet (see :func:`hive_catalog`)
     #: suffix for the action job name (the JVM's JobNameSuffixProvider), outputs only
     suffix: str | None = None
 
@@ -101,6 +103,29 @@ class PlanContext:
         return f"hive://{authority}"
 
     @cached_property
+    def hive_session(self) -> bool:
+        """Whether the session's ``spark_catalog`` is Spark's own V2SessionCatalog over a Hive session
+        catalog (the JVM's ``CatalogDatasetFacetUtils.isHiveCatalog``): False with an in-memory catalog
+        or when ``spark_catalog`` is replaced (Delta's DeltaCatalog, Iceberg's SparkSessionCatalog)."""
+        try:
+            if self.catalog.getClass().getSimpleName() != "HiveSessionCatalog":
+                return False
+            v2 = self.session.sessionState().catalogManager().v2SessionCatalog()
+            return bool(v2.getClass().getSimpleName() == "V2SessionCatalog")
+        except Exception:  # a catalog plugin that cannot be loaded: not provably Hive
+            return False
+
+    @cached_property
+    def hive_catalog_facet(self) -> Catalog | None:
+        """The JVM's ``getCatalogDatasetFacetForHive``: name ``default``, type and framework ``hive``,
+        the warehouse as a location (``file:/w``) and the metastore (``hive://host:port``) when one is
+        configured; None when the warehouse is unknown (the JVM then skips the facet)."""
+        if not self.warehouse:
+            return None
+        return Catalog(framework="hive", type="hive", name="default", metadataUri=self.metastore,
+                       warehouseUri=self.warehouse, source="spark", catalogProperties=None)
+
+    @cached_property
     def derby_home(self) -> str | None:
         return self.jvm.java.lang.System.getProperty("derby.system.home")
 
@@ -142,6 +167,17 @@ def path_raw(uri: str, schema: Schema | None = None, **kwargs: Any) -> RawDatase
 
 
 # --- catalog tables -------------------------------------------------------------------------------
+
+
+def hive_catalog(ctx: PlanContext, raw: RawDataset, *, always: bool = False) -> RawDataset:
+    """``raw`` with the Hive ``catalog`` facet where the JVM integration adds it: ``always`` for the
+    Hive-only nodes whose visitors call ``catalog()`` (HiveTableRelation, InsertIntoHiveTable,
+    CreateHiveTableAsSelectCommand, InsertIntoHiveDirCommand); otherwise only for a table of a Hive
+    session catalog (the visitors building from a CatalogTable: create, drop, truncate, alter, CTAS).
+    Tables read through a LogicalRelation and InsertIntoHadoopFsRelationCommand get none, as in the JVM."""
+    if always or ctx.hive_session:
+        return attrs.evolve(raw, catalog=ctx.hive_catalog_facet)
+    return raw
 
 
 def _identifier(ident_json: Mapping[str, Any] | None) -> tuple[str | None, str]:
@@ -239,20 +275,73 @@ def _sql_tables(sql: str, dialect: str) -> list[str]:
 _SUBQUERY = re.compile(r"^\s*\((?P<sql>.*)\)\s*(?:as\s+)?\w*\s*$", re.IGNORECASE | re.DOTALL)
 
 
+def _trace(name: str, tree: Any, dialect: str | None) -> list[Any]:
+    """The lineage nodes of output column ``name`` (a database's column label: matched case-insensitively,
+    then as a quoted name); none when the query has no such column."""
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+    from sqlglot.lineage import lineage
+
+    for column in (name, exp.column(name, quoted=True)):
+        try:
+            return list(lineage(column, tree, None, dialect=dialect).walk())
+        except SqlglotError:
+            continue
+    return []
+
+
+def _column_lineage_schemas(sql: str, dialect: str, schema: Schema | None, tables: list[str]) -> dict[str, Schema]:
+    """Each table's schema as the JVM's ``SqlUtils.generateSchemaFromSqlMeta`` builds it for a JDBC query
+    reading several tables: for each field of the relation's schema, in order, every column of that table
+    the field is computed from (sqlglot's column lineage), typed as the field. Tables the lineage does not
+    reach, or a query it cannot trace, get no schema."""
+    if schema is None or not schema.fields:
+        return {}
+    from sqlglot import exp, parse_one
+
+    from harvesters.sql_dialects import rules_for
+
+    rules = rules_for(dialect)
+    read = (rules.sqlglot if rules else "") or None
+    by_name = {t.lower(): t for t in tables}
+    columns: dict[str, list[schema_dataset.SchemaDatasetFacetFields]] = {}
+    try:
+        tree = parse_one(sql, dialect=read)
+        # sqlglot's lineage normalizes identifiers' case: report columns as the query spells them
+        spelling = {c.name.lower(): c.name for c in tree.find_all(exp.Column)}
+        for field in schema.fields:
+            for node in _trace(field.name, tree, read):
+                if node.downstream or not isinstance(node.source, exp.Table):
+                    continue
+                table = by_name.get(".".join(p.name for p in node.source.parts).lower())
+                column = parse_one(node.name, into=exp.Column, dialect=read).name
+                if table is not None and column:
+                    nested = {"fields": field.fields} if field.fields else {}
+                    columns.setdefault(table, []).append(schema_dataset.SchemaDatasetFacetFields(
+                        name=spelling.get(column.lower(), column), type=field.type, **nested))
+    except Exception as exc:  # a query sqlglot cannot trace: no per-table schemas, as the JVM without lineage
+        log.debug("cannot trace the columns of a JDBC query: %s", exc)
+        return {}
+    return {table: Schema(fields=fields) for table, fields in columns.items()}
+
+
 def jdbc_raws(ctx: PlanContext, url: str, table: str | None, query: str | None, schema: Schema | None) -> list[RawDataset]:
     """JDBC datasets: ``dbtable`` as is; a ``query`` or subquery ``dbtable`` parsed as SQL (the JVM's
-    ``JdbcSparkUtils``: the relation's schema only when the query reads one table)."""
+    ``JdbcSparkUtils``): one table gets the relation's schema, several tables each the columns the
+    relation's fields are computed from (:func:`_column_lineage_schemas`)."""
     derby_home = ctx.derby_home if url.lower().startswith("jdbc:derby:") else None
     sub = _SUBQUERY.match(table or "")
     sql = query or (sub.group("sql") if sub else None)
     if sql is None:
         namespace, name = naming.jdbc_dataset(url, table or "", derby_home=derby_home)
         return [RawDataset(namespace, name, schema)]
-    tables = _sql_tables(sql, _jdbc_dialect(url))
+    dialect = _jdbc_dialect(url)
+    tables = _sql_tables(sql, dialect)
+    schemas = {tables[0]: schema} if len(tables) == 1 else _column_lineage_schemas(sql, dialect, schema, tables)
     out = []
     for t in tables:
         namespace, name = naming.jdbc_dataset(url, t, derby_home=derby_home)
-        out.append(RawDataset(namespace, name, schema if len(tables) == 1 else None))
+        out.append(RawDataset(namespace, name, schemas.get(t)))
     return out
 
 
@@ -305,7 +394,7 @@ def _hive_table_relation(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     jtable = ctx.jvm_node(node).tableMeta()
     if table_json and not schema:
         schema = plan_tree.struct_schema(table_json.get("schema"))
-    return [catalog_table_raw(ctx, jtable, table_json, schema=schema)]
+    return [hive_catalog(ctx, catalog_table_raw(ctx, jtable, table_json, schema=schema), always=True)]
 
 
 def v2_relation_raws(ctx: PlanContext, jrel: Any, schema: Schema | None, **kwargs: Any) -> list[RawDataset]:
@@ -314,8 +403,8 @@ def v2_relation_raws(ctx: PlanContext, jrel: Any, schema: Schema | None, **kwarg
     tables -> their root paths, else the ``location`` table property)."""
     table = jrel.table()
     kind = table.getClass().getSimpleName()
-    if kind == "V1Table":
-        return [catalog_table_raw(ctx, table.v1Table(), None, schema=schema, **kwargs)]
+    if kind == "V1Table":  # the session catalog (the JVM's V2SessionCatalogHandler)
+        return [hive_catalog(ctx, catalog_table_raw(ctx, table.v1Table(), None, schema=schema, **kwargs))]
     if kind == "JDBCTable":
         options = table.jdbcOptions()
         ident = table.ident()
@@ -343,6 +432,12 @@ def _v2_relation(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     return v2_relation_raws(ctx, ctx.jvm_node(node), schema)
 
 
+def _load_data_path(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
+    """``LoadDataCommand``'s input: the loaded path (the JVM's ``LoadDataCommandInputVisitor``)."""
+    path = node.fields.get("path")
+    return [path_raw(path)] if isinstance(path, str) and path.strip() else []
+
+
 InputHandler = Callable[[PlanContext, PlanNode], list[RawDataset]]
 
 #: Leaf (relation) simple class name -> datasets. Nodes not listed give no dataset: LocalRelation
@@ -352,6 +447,7 @@ INPUT_HANDLERS: dict[str, InputHandler] = {
     "LogicalRelation": _logical_relation,
     "HiveTableRelation": _hive_table_relation,
     "DataSourceV2Relation": _v2_relation,
+    "LoadDataCommand": _load_data_path,  # a command that reads a path it names, not a relation
 }
 
 #: Fields that hold a command's write target, not something it reads: not walked for inputs.
@@ -399,7 +495,7 @@ def _create_ds_table_as_select(ctx: PlanContext, node: PlanNode) -> list[RawData
     jcmd = ctx.jvm_node(node)
     table_json = node.fields.get("table") or {}
     schema = plan_tree.struct_schema(table_json.get("schema")) or _query_schema(jcmd)
-    raw = catalog_table_raw(ctx, jcmd.table(), table_json, schema=schema, lifecycle="CREATE")
+    raw = hive_catalog(ctx, catalog_table_raw(ctx, jcmd.table(), table_json, schema=schema, lifecycle="CREATE"))
     return [attrs.evolve(raw, suffix=_db_table_suffix(*_identifier(table_json.get("identifier"))))]
 
 
@@ -408,6 +504,7 @@ def _create_ds_table(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     table_json = node.fields.get("table") or {}
     schema = plan_tree.struct_schema(table_json.get("schema"))
     raw = catalog_table_raw(ctx, ctx.jvm_node(node).table(), table_json, schema=schema, lifecycle="CREATE")
+    raw = hive_catalog(ctx, raw)
     return [attrs.evolve(raw, suffix=_db_table_suffix(*_identifier(table_json.get("identifier"))))]
 
 
@@ -416,7 +513,7 @@ def _create_table(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     table_json = node.fields.get("table") or {}
     schema = plan_tree.struct_schema(table_json.get("schema"))
     raw = catalog_table_raw(ctx, ctx.jvm_node(node).table(), table_json, schema=schema, lifecycle="CREATE")
-    return [attrs.evolve(raw, suffix=trim_path(raw.name))]
+    return [attrs.evolve(hive_catalog(ctx, raw), suffix=trim_path(raw.name))]
 
 
 def _create_hive_table_as_select(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
@@ -425,6 +522,7 @@ def _create_hive_table_as_select(ctx: PlanContext, node: PlanNode) -> list[RawDa
     table_json = node.fields.get("tableDesc") or {}
     schema = _query_schema(jcmd) or plan_tree.struct_schema(table_json.get("schema"))
     raw = catalog_table_raw(ctx, jcmd.tableDesc(), table_json, schema=schema, lifecycle="CREATE")
+    raw = hive_catalog(ctx, raw, always=True)
     return [attrs.evolve(raw, suffix=_db_table_suffix(*_identifier(table_json.get("identifier"))))]
 
 
@@ -443,7 +541,7 @@ def _insert_hive_table(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     schema = plan_tree.struct_schema(table_json.get("schema"))
     lifecycle = "OVERWRITE" if node.fields.get("overwrite") else None
     raw = catalog_table_raw(ctx, ctx.jvm_node(node).table(), table_json, schema=schema, lifecycle=lifecycle)
-    return [attrs.evolve(raw, suffix=trim_path(raw.name))]
+    return [attrs.evolve(hive_catalog(ctx, raw, always=True), suffix=trim_path(raw.name))]
 
 
 def _drop_table(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
@@ -453,25 +551,25 @@ def _drop_table(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     jident = ctx.jvm_node(node).tableName()
     if ctx.catalog.tableExists(jident):  # DROP ... IF EXISTS of a table that is still there
         raw = lookup_table_raw(ctx, ident_json, jident, lifecycle="DROP")
-        return [raw] if raw else []
+        return [hive_catalog(ctx, raw)] if raw else []
     database, table = _identifier(ident_json)
     if node.fields.get("isView"):
         return []
     location = ctx.catalog.defaultTablePath(jident).toString()
     database = database or ctx.catalog.getCurrentDatabase()
-    return [table_raw(ctx, location, database, table, lifecycle="DROP")]
+    return [hive_catalog(ctx, table_raw(ctx, location, database, table, lifecycle="DROP"))]
 
 
 def _truncate_table(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     """``TruncateTableCommand``: TRUNCATE, no schema; suffix from the location."""
     raw = lookup_table_raw(ctx, node.fields.get("tableName") or {}, ctx.jvm_node(node).tableName(), lifecycle="TRUNCATE")
-    return [attrs.evolve(raw, suffix=trim_path(raw.name))] if raw else []
+    return [attrs.evolve(hive_catalog(ctx, raw), suffix=trim_path(raw.name))] if raw else []
 
 
 def _alter_add_columns(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     """``AlterTableAddColumnsCommand``: ALTER with the table's new schema; no suffix."""
     raw = lookup_table_raw(ctx, node.fields.get("table") or {}, ctx.jvm_node(node).table(), with_schema=True, lifecycle="ALTER")
-    return [raw] if raw else []
+    return [hive_catalog(ctx, raw)] if raw else []
 
 
 def _alter_rename(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
@@ -482,7 +580,17 @@ def _alter_rename(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     if raw is None:
         return []
     previous = raw.name.replace(new_json.get("table", ""), old_table)
-    return [attrs.evolve(raw, previous=(raw.namespace, previous))]
+    return [attrs.evolve(hive_catalog(ctx, raw), previous=(raw.namespace, previous))]
+
+
+def _load_data(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
+    """``LoadDataCommand`` (``LOAD DATA [LOCAL] INPATH ... INTO TABLE``): the table with its schema and
+    no lifecycle state, even with OVERWRITE (as the JVM's ``LoadDataCommandVisitor``); suffix ``db_table``."""
+    ident_json = node.fields.get("table") or {}
+    raw = lookup_table_raw(ctx, ident_json, ctx.jvm_node(node).table(), with_schema=True)
+    if raw is None:
+        return []
+    return [attrs.evolve(hive_catalog(ctx, raw), suffix=_db_table_suffix(*_identifier(ident_json)))]
 
 
 def _insert_dir(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
@@ -493,8 +601,9 @@ def _insert_dir(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
         return []
     lifecycle = "OVERWRITE" if node.fields.get("overwrite") else None
     raw = path_raw(location.get().toString(), _query_schema(jcmd), lifecycle=lifecycle)
-    suffix = trim_path(raw.name) if node.name == "InsertIntoHiveDirCommand" else None
-    return [attrs.evolve(raw, suffix=suffix)]
+    if node.name == "InsertIntoHiveDirCommand":  # the data source variant has neither suffix nor catalog
+        return [attrs.evolve(hive_catalog(ctx, raw, always=True), suffix=trim_path(raw.name))]
+    return [raw]
 
 
 def _save_into_datasource(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
@@ -551,9 +660,9 @@ def _v2_identifier_raws(ctx: PlanContext, jresolved: Any, schema: Schema | None,
         ident_json = {"database": database, "table": parts[-1]}
         if ctx.catalog.tableExists(jident):
             raw = lookup_table_raw(ctx, ident_json, jident, lifecycle=lifecycle)
-            return [attrs.evolve(raw, schema=schema)] if raw else []
+            return [hive_catalog(ctx, attrs.evolve(raw, schema=schema))] if raw else []
         location = ctx.catalog.defaultTablePath(jident).toString()
-        return [table_raw(ctx, location, database, parts[-1], schema, lifecycle=lifecycle)]
+        return [hive_catalog(ctx, table_raw(ctx, location, database, parts[-1], schema, lifecycle=lifecycle))]
     if kind == "JDBCTableCatalog":
         field = catalog.getClass().getDeclaredField("options")
         field.setAccessible(True)
@@ -608,7 +717,7 @@ def _save_as_v1_table(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     lifecycle = {"Overwrite": "OVERWRITE", "ErrorIfExists": "CREATE"}.get(_mode(jcmd))
     jtable = ctx.catalog.getTableMetadata(ctx.jvm.org.apache.spark.sql.catalyst.TableIdentifier(table, ctx.jvm.scala.Some(database)))
     raw = table_raw(ctx, table_location(ctx, jtable), database, table, _query_schema(jcmd), lifecycle=lifecycle)
-    return [attrs.evolve(raw, suffix=_db_table_suffix(database, table))]
+    return [attrs.evolve(hive_catalog(ctx, raw), suffix=_db_table_suffix(database, table))]
 
 
 OutputHandler = Callable[[PlanContext, PlanNode], list[RawDataset]]
@@ -626,6 +735,7 @@ OUTPUT_HANDLERS: dict[str, OutputHandler] = {
     "TruncateTableCommand": _truncate_table,
     "AlterTableAddColumnsCommand": _alter_add_columns,
     "AlterTableRenameCommand": _alter_rename,
+    "LoadDataCommand": _load_data,
     "InsertIntoDataSourceDirCommand": _insert_dir,
     "InsertIntoHiveDirCommand": _insert_dir,
     "SaveIntoDataSourceCommand": _save_into_datasource,

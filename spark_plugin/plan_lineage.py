@@ -248,6 +248,8 @@ class _FacetBuilder:
             facets["symlinks"] = symlinks_dataset.SymlinksDatasetFacet(
                 identifiers=[symlinks_dataset.Identifier(namespace=raw.symlink[0], name=raw.symlink[1], type="TABLE")]
             )
+        if raw.catalog is not None and self.enabled("catalog"):
+            facets["catalog"] = raw.catalog
         if raw.lifecycle is not None and self.enabled("lifecycleStateChange"):
             previous = None
             if raw.previous is not None:

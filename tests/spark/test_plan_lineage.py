@@ -178,8 +178,17 @@ CASES = [
     Case("jdbc_read_query", "spark.createDataFrame([(1, 'a')], 'K int, V string').write.jdbc('{url}', 'T1', properties=DERBY)",
          "spark.read.format('jdbc').option('url', '{url}').options(**DERBY)"
          ".option('query', 'select T1.K from APP.T1 join T1 T2 on T1.K = T2.K').load().write.parquet('{tmp}/out/x')",
-         [f"{W}.out_x"], [Ds("file:{tmp}/db", "APP.T1"), Ds("file:{tmp}/db", "T1")],
+         # several tables: each gets the columns the relation's fields come from (T2 is only joined on)
+         [f"{W}.out_x"], [Ds("file:{tmp}/db", "APP.T1", ("K:integer",)), Ds("file:{tmp}/db", "T1")],
          [Ds("file", "{tmp}/out/x", ("K:integer",))]),
+    Case("jdbc_read_query_column_lineage",
+         "spark.createDataFrame([(1, 'a')], 'K int, A string').write.jdbc('{url}', 'T1', properties=DERBY); "
+         "spark.createDataFrame([(1, 'b')], 'K int, B string').write.jdbc('{url}', 'T2', properties=DERBY)",
+         "spark.read.format('jdbc').option('url', '{url}').options(**DERBY).option('query', "
+         "'select x.K, x.A || y.B as J from T1 x join T2 y on x.K = y.K').load().write.parquet('{tmp}/out/x')",
+         [f"{W}.out_x"],
+         [Ds("file:{tmp}/db", "T1", ("K:integer", "A:string")), Ds("file:{tmp}/db", "T2", ("B:string",))],
+         [Ds("file", "{tmp}/out/x", ("K:integer", "J:string"))]),
     Case("jdbc_read_subquery_dbtable", "spark.createDataFrame([(1, 'a')], 'K int, V string').write.jdbc('{url}', 'T1', properties=DERBY)",
          "spark.read.jdbc('{url}', '(select K from T1 where K > 0) q', properties=DERBY).write.parquet('{tmp}/out/x')",
          [f"{W}.out_x"], [Ds("file:{tmp}/db", "T1", ("K:integer",))], [Ds("file", "{tmp}/out/x", ("K:integer",))]),
@@ -249,6 +258,12 @@ HIVE_CASES = [
     Case("hive_drop", "spark.sql('create table h_{id} (a int) stored as textfile')", "spark.sql('drop table h_{id}')",
          ["drop_table"], [], [Ds("file", "{wh}/h_{id}", None, "DROP", ("file:{wh}", "default.h_{id}"))],
          sql="drop table h_{id}"),
+    Case("hive_load_data", "spark.sql('create table h_{id} (a int) stored as textfile'); "
+         "open('{tmp}/in.txt', 'w').write('1\\n')",
+         "spark.sql(\"load data local inpath '{tmp}/in.txt' into table h_{id}\")",
+         ["execute_load_data_command.default_h_{id}"], [Ds("file", "{tmp}/in.txt")],
+         [Ds("file", "{wh}/h_{id}", ("a:integer",), None, ("file:{wh}", "default.h_{id}"))],
+         sql="load data local inpath '{tmp}/in.txt' into table h_{id}"),
     Case("hive_insert_overwrite_local_directory", "spark.sql(\"create table s_{id} stored as textfile as select 1 a, 'x' b\")",
          "spark.sql(\"insert overwrite local directory '{tmp}/out/d' stored as textfile select * from s_{id}\")",
          ["execute_insert_into_hive_dir_command.out_d"],
@@ -349,3 +364,64 @@ def test_action_lineage_is_cheap(spark, qe_capture, workdir):
             action_lineage(qe, {})
             times.append(time.perf_counter() - start)
         assert statistics.median(times) < 0.030
+
+
+# --- the dataset `catalog` facet ------------------------------------------------------------------------
+
+# (id, Hive session?, setup statements, action statement, conf, catalog facet of each input, of each output of
+# the last action: "hive" = the Hive catalog facet, "hive://..." = the same with that metadataUri, None = none).
+# As the JVM: Hive-only nodes always carry it, commands building from a CatalogTable only in a Hive session,
+# LogicalRelation reads and InsertIntoHadoopFsRelationCommand never.
+CATALOG_CASES = [
+    ("hive_serde_ctas", True, ["create table s_{id} stored as textfile as select 1 a"],
+     "create table t_{id} stored as textfile as select * from s_{id}", {}, ["hive"], ["hive"]),
+    ("datasource_ctas", True, ["create table s_{id} using parquet as select 1 a"],
+     "create table t_{id} using parquet as select * from s_{id}", {}, [None], ["hive"]),
+    ("insert_into_datasource_table", True,
+     ["create table s_{id} using parquet as select 1 a", "create table t_{id} (a int) using parquet"],
+     "insert into t_{id} select * from s_{id}", {}, [None], [None]),
+    ("create_table", True, [], "create table t_{id} (a int) using parquet", {}, [], ["hive"]),
+    ("truncate_table", True, ["create table t_{id} (a int) using parquet"], "truncate table t_{id}", {}, [], ["hive"]),
+    ("hive_directory", True, ["create table s_{id} using parquet as select 1 a"],
+     "insert overwrite local directory '{tmp}/d' stored as textfile select * from s_{id}", {}, [None], ["hive"]),
+    ("datasource_directory", True, ["create table s_{id} using parquet as select 1 a"],
+     "insert overwrite local directory '{tmp}/d' using parquet select * from s_{id}", {}, [None], [None]),
+    ("metastore_uri", True, [], "create table t_{id} (a int) using parquet",
+     {"spark.sql.hive.metastore.uris": "thrift://ms.example:9083"}, [], ["hive://ms.example:9083"]),
+    ("disabled", True, [], "create table t_{id} (a int) using parquet",
+     {"spark.openlineage.facets.catalog.disabled": "true"}, [], [None]),
+    ("in_memory_catalog", False, ["create table s_{id} using parquet as select 1 a"],
+     "create table t_{id} using parquet as select * from s_{id}", {}, [None], [None]),
+]
+
+
+@pytest.mark.parametrize("name,hive,setup,action,conf,inputs,outputs", CATALOG_CASES, ids=[c[0] for c in CATALOG_CASES])
+def test_catalog_facet(request, workdir, name, hive, setup, action, conf, inputs, outputs):
+    session = request.getfixturevalue("hive_spark" if hive else "spark")
+    capture = request.getfixturevalue("hive_qe_capture" if hive else "qe_capture")
+    warehouse = f"file:{_warehouse(session)}".rstrip("/")
+
+    def fill(text: str) -> str:
+        return text.replace("{id}", f"catalog_{name}").replace("{tmp}", workdir)
+
+    def expected(kind: str | None) -> dict[str, Any] | None:
+        if kind is None:
+            return None
+        return {"framework": "hive", "type": "hive", "name": "default", "source": "spark", "warehouseUri": warehouse,
+                "metadataUri": kind if kind.startswith("hive://") else None, "catalogProperties": None}
+
+    def seen(dataset: Any) -> dict[str, Any] | None:
+        facet = dataset.facets.get("catalog")
+        return None if facet is None else {k: getattr(facet, k) for k in (
+            "framework", "type", "name", "source", "warehouseUri", "metadataUri", "catalogProperties")}
+
+    try:
+        for statement in setup:
+            session.sql(fill(statement))
+        calls = capture.run(lambda: session.sql(fill(action)))
+        last = action_lineage(calls[-1][1], conf, func_name=calls[-1][0])
+    finally:
+        for table in ("s", "t"):
+            session.sql(f"drop table if exists {table}_catalog_{name}")
+    assert [seen(d) for d in last.inputs] == [expected(k) for k in inputs]
+    assert [seen(d) for d in last.outputs] == [expected(k) for k in outputs]

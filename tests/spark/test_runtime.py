@@ -142,6 +142,7 @@ def test_sql_facet_on_actions_from_spark_sql(spark, workdir):
         spark.sql("DROP TABLE sql_facet_t")
     assert kinds(events) == [("START", APP), ("START", WRITE_JOB), ("COMPLETE", WRITE_JOB), ("COMPLETE", APP)]
     assert [e["job"]["facets"].get("sql", {}).get("query") for e in events] == [None, query, query, None]
+    assert events[1]["job"]["facets"]["sql"]["dialect"] == "spark"  # as the JVM integration
 
 
 # (id, extra conf, expected app parent (ns, job, run, root ns, root job, root run) or None, expected action root)
@@ -192,6 +193,29 @@ def test_captured_properties(spark, workdir):
         "spark.openlineage.capturedProperties": "spark.app.name,spark.sql.shuffle.partitions,spark.not.set"})
     assert events[0]["run"]["facets"]["spark_properties"]["properties"] == {
         "spark.app.name": "spark plugin tests", "spark.sql.shuffle.partitions": "2"}
+
+
+TAGS_CONF = {"spark.openlineage.job.tags": "spark;key:value", "spark.openlineage.run.tags": "run;set:up:SERVICE",
+             "spark.openlineage.job.owners.team": "MyTeam"}
+JOB_TAGS = [{"key": "spark", "value": "true", "source": "CONFIG"}, {"key": "key", "value": "value", "source": "CONFIG"}]
+RUN_TAGS = [{"key": "run", "value": "true", "source": "CONFIG"}, {"key": "set", "value": "up", "source": "SERVICE"}]
+# (id, extra conf, expected job tags, run tags, owners on every event; None = facet absent)
+TAGGED = [
+    ("tags_and_owner", TAGS_CONF, JOB_TAGS, RUN_TAGS, [{"name": "MyTeam", "type": "team"}]),
+    ("tags_disabled", {**TAGS_CONF, "spark.openlineage.facets.tags.disabled": "true"}, None, None,
+     [{"name": "MyTeam", "type": "team"}]),
+    ("unset", {}, None, None, None),
+]
+
+
+@pytest.mark.parametrize("name,conf,job_tags,run_tags,owners", TAGGED, ids=[t[0] for t in TAGGED])
+def test_tags_and_ownership_on_every_event(spark, workdir, name, conf, job_tags, run_tags, owners):
+    events, _ = run_captured(spark, workdir, write_orders, conf)
+    assert len(events) == 4  # application START/COMPLETE and the write's START/COMPLETE
+    for event in events:
+        assert event["job"]["facets"].get("tags", {}).get("tags") == job_tags
+        assert event["run"]["facets"].get("tags", {}).get("tags") == run_tags
+        assert event["job"]["facets"].get("ownership", {}).get("owners") == owners
 
 
 # (id, extra conf, env) -> no instrumentation, no events

@@ -13,7 +13,7 @@ import pytest
 
 from emitter.records import JobRef, RunRef
 from spark_plugin import exit_status
-from spark_plugin.config import PluginConfig
+from spark_plugin.config import PluginConfig, parse_tags
 from spark_plugin.guard import Guard
 
 ROOT_DIR = Path(__file__).resolve().parents[2]
@@ -50,6 +50,12 @@ CONFIGS = [
     ("disabled_env", {}, {"OPENLINEAGE_DISABLED": "true"}, dict(disabled=True)),
     ("python_keys", {P + "python.enabled": "true", P + "python.shutdownTimeoutSeconds": "2.5",
                      P + "python.queueSize": "10"}, {}, dict(shutdown_timeout_s=2.5, queue_size=10, unknown=())),
+    ("tags_and_owners", {P + "job.tags": "spark;key:value", P + "run.tags": "run;set:up:SERVICE",
+                         P + "job.owners.team": "MyTeam", P + "job.owners.person": "John Smith"}, {},
+     dict(job_tags=(("spark", "true", "CONFIG"), ("key", "value", "CONFIG")),
+          run_tags=(("run", "true", "CONFIG"), ("set", "up", "SERVICE")),
+          owners=(("person", "John Smith"), ("team", "MyTeam")), unknown=())),
+    ("no_tags_no_owners", {}, {}, dict(job_tags=(), run_tags=(), owners=())),
     ("unknown_keys", {P + "nmespace": "x", P + "transport.type": "http", P + "transport.auth.apiKey": "k",
                       P + "jobName.appendDatasetName": "false", P + "debugFacet": "enabled"}, {},
      dict(unknown=("debugFacet", "nmespace"))),
@@ -60,6 +66,29 @@ CONFIGS = [
 def test_plugin_config(name, spark_conf, env, expected):
     config = PluginConfig.from_spark_conf(spark_conf, environ=env)
     assert {field: getattr(config, field) for field in expected} == expected
+
+
+# spark.openlineage.job.tags / run.tags value -> (key, value, source) tags (the JVM's ArgumentParserTest cases)
+TAGS = [
+    ("spark;key:value", [("spark", "true", "CONFIG"), ("key", "value", "CONFIG")]),
+    ("run;set:up:SERVICE", [("run", "true", "CONFIG"), ("set", "up", "SERVICE")]),
+    ("tag;key:value;k:v:s;this:will:get:skipped",
+     [("tag", "true", "CONFIG"), ("key", "value", "CONFIG"), ("k", "v", "s"), ("this", "will", "get")]),
+    ("escaped\\:key:escaped\\;value;other:notescaped:tag",
+     [("escaped:key", "escaped;value", "CONFIG"), ("other", "notescaped", "tag")]),
+    ("\\;startkey\\;:endvalue\\;", [(";startkey;", "endvalue;", "CONFIG")]),
+    ("a:;:b", [("a", "true", "CONFIG")]),  # "a:" is "a"; ":b" has a blank key
+    (";;:; : ;", []),
+    ("a::c; b : c ;k:v: ", [("b", "c", "CONFIG")]),  # a blank value or source skips the tag; elements are trimmed
+    ("a\\b:c\\", [("a\\b", "c\\", "CONFIG")]),  # other escaped characters keep their backslash
+    ("dup:1;dup:2", [("dup", "1", "CONFIG"), ("dup", "2", "CONFIG")]),  # kept as written
+    ("", []),
+]
+
+
+@pytest.mark.parametrize("text,expected", TAGS)
+def test_parse_tags(text, expected):
+    assert parse_tags(text) == tuple(expected)
 
 
 def test_emitter_overrides_drop_unknown_keys_and_prefix():

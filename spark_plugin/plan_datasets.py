@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from typing import Any
 
@@ -432,6 +432,56 @@ def _v2_relation(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     return v2_relation_raws(ctx, ctx.jvm_node(node), schema)
 
 
+#: RDDs looked at, at most, when tracing a LogicalRDD back to the files it reads.
+MAX_RDD_NODES = 500
+#: Hadoop input directories of a HadoopRDD (``getJobConf``) or NewHadoopRDD (``getConf``).
+_HADOOP_INPUT_DIR = "mapreduce.input.fileinputformat.inputdir"
+
+
+def _rdd_lineage(rdd: Any) -> Iterator[Any]:
+    """``rdd`` and every RDD it depends on, each once, at most MAX_RDD_NODES."""
+    stack, seen = [rdd], set()
+    while stack and len(seen) < MAX_RDD_NODES:
+        current = stack.pop()
+        if current.id() in seen:
+            continue
+        seen.add(current.id())
+        yield current
+        dependencies = current.dependencies().iterator()
+        while dependencies.hasNext():
+            stack.append(dependencies.next().rdd())
+
+
+def _rdd_input_dirs(rdd: Any) -> list[str]:
+    """Directories of the files an RDD lineage reads: FileScanRDD's files (their parent directories),
+    HadoopRDD's and NewHadoopRDD's input directories (the JVM's ``Rdds.findFileLikeRdds``/``RddPathUtils``)."""
+    dirs: dict[str, None] = {}
+    for current in _rdd_lineage(rdd):
+        kind = current.getClass().getSimpleName()
+        if kind == "FileScanRDD":
+            partitions = current.filePartitions().iterator()
+            while partitions.hasNext():
+                for file in partitions.next().files():
+                    dirs[file.toPath().getParent().toString()] = None
+        elif kind in ("HadoopRDD", "NewHadoopRDD"):
+            conf = current.getJobConf() if kind == "HadoopRDD" else current.getConf()
+            for path in str(conf.get(_HADOOP_INPUT_DIR) or "").split(","):
+                if path.strip():
+                    dirs[path.strip()] = None
+    return list(dirs)
+
+
+def _logical_rdd(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
+    """``LogicalRDD``/``ExternalRDD`` (a DataFrame made from an RDD, e.g. ``df.rdd.map(...).toDF()``): the
+    file directories its RDD lineage reads, without a schema (the JVM's ``LogicalRDDVisitor``). An RDD of
+    local data (``parallelize``) reads none."""
+    out: dict[tuple[str, str], RawDataset] = {}
+    for directory in _rdd_input_dirs(ctx.jvm_node(node).rdd()):
+        raw = path_raw(directory)
+        out.setdefault((raw.namespace, raw.name), raw)
+    return list(out.values())
+
+
 def _load_data_path(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     """``LoadDataCommand``'s input: the loaded path (the JVM's ``LoadDataCommandInputVisitor``)."""
     path = node.fields.get("path")
@@ -448,6 +498,8 @@ INPUT_HANDLERS: dict[str, InputHandler] = {
     "HiveTableRelation": _hive_table_relation,
     "DataSourceV2Relation": _v2_relation,
     "LoadDataCommand": _load_data_path,  # a command that reads a path it names, not a relation
+    "LogicalRDD": _logical_rdd,
+    "ExternalRDD": _logical_rdd,
 }
 
 #: Fields that hold a command's write target, not something it reads: not walked for inputs.

@@ -342,8 +342,7 @@ CASES = [
          session="spark", data=True,
          gap="RDD-only jobs (no SQL execution) are not seen: the plugin listens to SQL actions only"),
     Case("pysparkRDDWithParquet.json", "/tmp", "open_lineage_integration_rdd_with_parquet", "testRddWithParquet",
-         None, rdd_with_parquet, session="spark", data=True,
-         gap="files read through an RDD (df.rdd ... toDF(), a LogicalRDD) are not traced as inputs"),
+         None, rdd_with_parquet, session="spark", data=True),
 ]
 
 

@@ -67,6 +67,19 @@ CASES = [
     Case("orc_to_text", SRC + "; spark.read.parquet('{tmp}/in/src').write.orc('{tmp}/in/orc')",
          "spark.read.orc('{tmp}/in/orc').select('value').write.text('{tmp}/out/t')",
          [f"{W}.out_t"], [Ds("file", "{tmp}/in/orc", SCHEMA_KV)], [Ds("file", "{tmp}/out/t", ("value:string",))]),
+    # DataFrames made from RDDs (LogicalRDD): the files the RDD lineage reads; local data reads nothing
+    Case("rdd_of_a_parquet_read", SRC,
+         "spark.createDataFrame(spark.read.parquet('{tmp}/in/src').rdd.map(lambda r: (r.key * 2,)), 'k int')"
+         ".write.parquet('{tmp}/out/r')",
+         [f"{W}.out_r"], [Ds("file", "{tmp}/in/src")], [Ds("file", "{tmp}/out/r", ("k:integer",))], row_count=2),
+    Case("rdd_of_a_text_file", "import os; os.makedirs('{tmp}/in/txt'); open('{tmp}/in/txt/a.txt', 'w').write('x\\ny\\n')",
+         "spark.createDataFrame(spark.sparkContext.textFile('{tmp}/in/txt').map(lambda l: (l,)), 'line string')"
+         ".write.parquet('{tmp}/out/lines')",
+         [f"{W}.out_lines"], [Ds("file", "{tmp}/in/txt")], [Ds("file", "{tmp}/out/lines", ("line:string",))],
+         row_count=2),
+    Case("rdd_of_local_data_reads_nothing", "",
+         "spark.createDataFrame(spark.sparkContext.parallelize([(1,), (2,)]), 'k int').write.parquet('{tmp}/out/l')",
+         [f"{W}.out_l"], [], [Ds("file", "{tmp}/out/l", ("k:integer",))], row_count=2),
     Case("single_csv_file_is_named_by_the_file",
          "import os; os.makedirs('{tmp}/in'); open('{tmp}/in/one.csv', 'w').write('1,a\\n')",
          "spark.read.schema('_c0 string, _c1 string').csv('{tmp}/in/one.csv').write.parquet('{tmp}/out/one')",

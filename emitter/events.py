@@ -78,10 +78,10 @@ def _core_event(record: RunRecord) -> event_v2.RunEvent:
     )
 
 
-#: Fields whose values the emitter itself generates (ids, times, enums, schema URLs): no secret can be there,
-#: and skipping them halves the redaction work per event.
+#: Fields whose values the emitter itself generates (ids, times, enums, schema URLs) or that are a source's own
+#: ids (a warehouse's query id): no secret can be there, and skipping them halves the redaction work per event.
 _OWN_FIELDS = frozenset({"_producer", "_schemaURL", "schemaURL", "producer", "eventType", "eventTime", "runId",
-                         "jobType", "processingType", "integration"})
+                         "jobType", "processingType", "integration", "externalQueryId"})
 #: attrs class -> its fields as (name, whether the emitter itself generates the value)
 _FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
 #: Facet instances and datasets serialized lately, by identity (the instance is kept, so its id cannot be

@@ -2,6 +2,7 @@
 # Sets everything up (idempotent, fast when nothing changed), then runs the demo or the test suite.
 #   ./dev.sh demo            set up, then run the demo (the main job)
 #   ./dev.sh test [ARGS...]  set up, then run pytest (ARGS go to pytest)
+#   ./dev.sh test-spark35 [ARGS...]  the Spark tests again under PySpark 3.5 (its own .venv-spark35; CI runs it)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -47,10 +48,24 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# 5. PySpark 3.5 beside the newest (the plugin supports both): a second environment, for test-spark35 only.
+spark35_env() {
+  [ -x .venv-spark35/bin/python ] || "$PY" -m venv .venv-spark35
+  local stamp35=.venv-spark35/.setup-stamp
+  if [ "$(cat "$stamp35" 2>/dev/null)" != "$want" ]; then
+    echo "dev.sh: installing the package with PySpark 3.5 into .venv-spark35 (log: .venv-spark35/pip-install.log)" >&2
+    .venv-spark35/bin/python -m pip install --disable-pip-version-check -e '.[test]' 'pyspark>=3.5,<3.6' \
+      > .venv-spark35/pip-install.log 2>&1 ||
+      { tail -n 30 .venv-spark35/pip-install.log >&2; die "pip install failed (full log: .venv-spark35/pip-install.log)"; }
+    echo "$want" > "$stamp35"
+  fi
+}
+
 cmd=${1:-}
 shift || true
 case "$cmd" in
   demo) exec .venv/bin/lineage-demo "$@" ;;
   test) exec .venv/bin/python -m pytest "$@" ;;
-  *) die "usage: ./dev.sh demo | ./dev.sh test [pytest args]" ;;
+  test-spark35) spark35_env; exec .venv-spark35/bin/python -m pytest tests/spark "$@" ;;
+  *) die "usage: ./dev.sh demo | ./dev.sh test [pytest args] | ./dev.sh test-spark35 [pytest args]" ;;
 esac

@@ -482,6 +482,39 @@ def _logical_rdd(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     return list(out.values())
 
 
+def _linked_logical_plans(jplan: Any) -> Iterator[Any]:
+    """The logical plans a physical plan was planned from: the top-most nodes with a ``logicalLink``
+    (WholeStageCodegen and exchanges have none; the nodes under them do)."""
+    stack, visited = [jplan], 0
+    while stack and visited < MAX_RDD_NODES:
+        current = stack.pop()
+        visited += 1
+        link = current.logicalLink()
+        if link.isDefined():
+            yield link.get()
+            continue
+        children = current.children().iterator()
+        while children.hasNext():
+            stack.append(children.next())
+
+
+def _in_memory_relation(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
+    """A cached DataFrame (``InMemoryRelation``) on Spark 3.5, whose cache keeps only the physical plan:
+    the relations of the logical plans it was planned from. (Spark 4 keeps the cached logical plan in the
+    relation's ``cacheBuilder``: a nested tree walked with the rest, nothing to do here.)"""
+    if "logicalPlan" in (node.fields.get("cacheBuilder") or {}):
+        return []
+    out: list[RawDataset] = []
+    for jlogical in _linked_logical_plans(ctx.jvm_node(node).cacheBuilder().cachedPlan()):
+        sub_root = plan_tree.parse_plan(jlogical)
+        sub_ctx = PlanContext(ctx.qe, sub_root, jlogical, ctx.conf)
+        for sub in plan_tree.walk(sub_root):
+            handler = INPUT_HANDLERS.get(sub.name)
+            if handler is not None:
+                out.extend(handler(sub_ctx, sub))
+    return out
+
+
 def _load_data_path(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     """``LoadDataCommand``'s input: the loaded path (the JVM's ``LoadDataCommandInputVisitor``)."""
     path = node.fields.get("path")
@@ -491,8 +524,9 @@ def _load_data_path(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
 InputHandler = Callable[[PlanContext, PlanNode], list[RawDataset]]
 
 #: Leaf (relation) simple class name -> datasets. Nodes not listed give no dataset: LocalRelation
-#: (createDataFrame, VALUES), Range, OneRowRelation, LogicalRDD. Views are gone from optimized plans;
-#: a cached DataFrame's InMemoryRelation carries its logical plan as a nested tree, walked like the rest.
+#: (createDataFrame, VALUES), Range, OneRowRelation. Views are gone from optimized plans; a cached
+#: DataFrame's InMemoryRelation carries its logical plan as a nested tree on Spark 4 (walked like the rest),
+#: only its physical plan on Spark 3.5 (:func:`_in_memory_relation`).
 INPUT_HANDLERS: dict[str, InputHandler] = {
     "LogicalRelation": _logical_relation,
     "HiveTableRelation": _hive_table_relation,
@@ -500,6 +534,7 @@ INPUT_HANDLERS: dict[str, InputHandler] = {
     "LoadDataCommand": _load_data_path,  # a command that reads a path it names, not a relation
     "LogicalRDD": _logical_rdd,
     "ExternalRDD": _logical_rdd,
+    "InMemoryRelation": _in_memory_relation,
 }
 
 #: Fields that hold a command's write target, not something it reads: not walked for inputs.

@@ -78,7 +78,10 @@ def hive_spark(spark: SparkSession, spark_dirs: dict[str, Path]) -> SparkSession
     joptions = jvm.java.util.HashMap()
     for key, value in options.items():
         joptions.put(key, value)
-    jsession = jvm.org.apache.spark.sql.classic.SparkSession(spark._jsc.sc(), joptions)
+    session_class = jvm.org.apache.spark.sql.classic.SparkSession
+    if not isinstance(session_class, JavaClass):  # Spark 3.5: no `classic` package yet
+        session_class = jvm.org.apache.spark.sql.SparkSession
+    jsession = session_class(spark._jsc.sc(), joptions)
     return SparkSession(spark.sparkContext, jsession)
 
 

@@ -67,7 +67,8 @@ def traceback_of(output: str) -> list[str]:
     lines = output.splitlines()
     start = max(i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)"))
     log_line = re.compile(r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d |\{\"ts\"|lineage capture:)")
-    return [line for line in lines[start:] if not log_line.match(line)]
+    # py4j numbers JVM objects as the process creates them ("calling o44.parquet"): the plugin creates some too
+    return [re.sub(r"\bo\d+\.", "o<n>.", line) for line in lines[start:] if not log_line.match(line)]
 
 
 FILE = {"spark.openlineage.transport.type": "file"}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,17 @@ def restore_root_logging():
     for handler, filters in handlers:
         handler.filters[:] = filters
     root.setLevel(level)
+
+
+@pytest.fixture
+def child_processes(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen]:
+    """Every process the test starts through ``subprocess.Popen`` (really started), to check how they end."""
+    started: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def popen(*args, **kwargs):
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    return started

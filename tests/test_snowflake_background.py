@@ -2,7 +2,6 @@
 read in process, failures raised, and the CLI's events unchanged when it reads that way."""
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -43,37 +42,22 @@ def test_a_reading_error_is_an_oserror(tmp_path):
         list(read_history_files_background([str(tmp_path / "gone.jsonl")]))
 
 
-def test_closing_early_stops_the_reader(tmp_path, monkeypatch):
-    started: list[subprocess.Popen] = []
-    real_popen = subprocess.Popen
-
-    def popen(*args, **kwargs):
-        started.append(real_popen(*args, **kwargs))
-        return started[-1]
-
-    monkeypatch.setattr(subprocess, "Popen", popen)
+def test_closing_early_stops_the_reader(tmp_path, child_processes):
     paths = _inputs(tmp_path)["reverse order, 1500 rows"]
     rows = read_history_files_background(paths)
     first = [next(rows) for _ in range(3)]
     rows.close()
     assert first == list(read_history_files(paths))[:3]
-    assert started[0].returncode is not None  # ended and reaped
+    assert child_processes[0].returncode is not None  # ended and reaped
 
 
-def test_cli_events_are_the_same_when_read_in_a_second_process(tmp_path, monkeypatch):
+def test_cli_events_are_the_same_when_read_in_a_second_process(tmp_path, monkeypatch, child_processes):
     files = ["--history", str(FIXTURES / "window1.jsonl"), "--history", str(FIXTURES / "window2.jsonl")]
     (tmp_path / "here").mkdir()
     (tmp_path / "there").mkdir()
     code_here, here = harvest(tmp_path / "here", *files)
-    started: list[list[str]] = []
-    real_popen = subprocess.Popen
-
-    def popen(command, *args, **kwargs):
-        started.append(command)
-        return real_popen(command, *args, **kwargs)
-
-    monkeypatch.setattr(subprocess, "Popen", popen)
+    assert child_processes == []
     monkeypatch.setattr(background, "worth_a_second_process", lambda *paths: True)
     code_there, there = harvest(tmp_path / "there", *files)
-    assert [c[4:6] for c in started] == [["harvesters.snowflake", "send_history_rows"]]
+    assert [c.args[4:6] for c in child_processes] == [["harvesters.snowflake", "send_history_rows"]]
     assert (code_there, there) == (code_here, here) and here

@@ -47,21 +47,13 @@ def test_many_batches_in_order(tmp_path: Path) -> None:
     assert items == list(read_file(path))
 
 
-def test_closing_early_stops_the_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    started: list[subprocess.Popen] = []
-    real_popen = subprocess.Popen
-
-    def popen(*args, **kwargs):
-        started.append(real_popen(*args, **kwargs))
-        return started[-1]
-
-    monkeypatch.setattr(subprocess, "Popen", popen)
+def test_closing_early_stops_the_reader(tmp_path: Path, child_processes: list[subprocess.Popen]) -> None:
     path = str(_many_events(tmp_path))
     items = read_file_background(path)
     first = [next(items) for _ in range(3)]
     items.close()
     assert first == list(read_file(path))[:3]
-    assert started[0].returncode is not None  # ended and reaped
+    assert child_processes[0].returncode is not None  # ended and reaped
 
 
 def test_a_reading_error_is_an_oserror(tmp_path: Path) -> None:

@@ -288,7 +288,8 @@ def run_sqlserver(args: argparse.Namespace) -> int:
         grouper = TaskGrouper(emitter.emit, job_namespace(args.namespace), "SQLSERVER", args.idle_gap)
         grouper.restore(checkpoint.last.get("open_runs", ()))
         converter = EventConverter(namespace, lineage, args.max_statement_chars or DEFAULT_MAX_STATEMENT_CHARS)
-        converter.restore(list(checkpoint.last.get("covered_activities", ())))
+        converter.restore(list(checkpoint.last.get("covered_activities", ())),
+                          list(checkpoint.last.get("pending_errors", ())))
         progress = Progress(label)
         harvest = Harvest(converter, grouper, Window(args.since, args.until), progress.tick)
         state = checkpoint.current
@@ -310,6 +311,7 @@ def run_sqlserver(args: argparse.Namespace) -> int:
             grouper.close_idle(closing_clock(datetime.now(timezone.utc), args.until))
             state["open_runs"] = grouper.open_runs_state()
             state["covered_activities"] = converter.covered_state()
+            state["pending_errors"] = converter.errors_state()
         else:
             grouper.close_all()  # no next harvest to continue them
         return finish_harvest(label, args, emitter, checkpoint, harvest, grouper)

@@ -208,8 +208,13 @@ class EventConverter:
         """The most recent covered activity ids, for the harvest state (a container may come next harvest)."""
         return list(self._covered)[-keep:]
 
-    def restore(self, covered: list[str]) -> None:
+    def errors_state(self, keep: int = 1000) -> list[list[str]]:
+        """Errors not yet given to a statement, for the harvest state (the statement may come next harvest)."""
+        return [[activity, at.isoformat(), message] for activity, (at, message) in list(self._errors.items())[-keep:]]
+
+    def restore(self, covered: list[str], errors: list[list[str]] | None = None) -> None:
         self._covered.update((a, None) for a in covered)
+        self._errors.update((activity, (datetime.fromisoformat(at), message)) for activity, at, message in errors or ())
 
     def convert(self, event: XEvent) -> Statement | ModuleEnd | Skip:
         kind = EVENT_KINDS.get(event.name)

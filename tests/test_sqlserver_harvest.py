@@ -428,6 +428,21 @@ def test_rerun_emits_nothing_new_and_appended_events_resume(tmp_path):
     assert third[0]["run"]["runId"] != first[0]["run"]["runId"]  # tomorrow: a new run of the same job
 
 
+def test_an_error_read_in_one_harvest_fails_its_statement_read_in_the_next(tmp_path):
+    log = write_log(tmp_path / "log.xml", [err(T0 + timedelta(milliseconds=500), 16, 8134,
+                                               "Divide by zero error encountered.", ACT + "7")])
+    state = tmp_path / "state.json"
+    assert harvest(tmp_path, "--xml", str(log), "--state", str(state)) == (0, [])
+    with open(log, "ab") as f:
+        f.write(xe("sql_statement_completed", SECOND, INSERT, seq=2, activity=ACT + "7-2", duration_us=1_000_000)
+                + b"\n")
+    code, events = harvest(tmp_path, "--xml", str(log), "--state", str(state))
+    assert code == 0
+    assert [(e["eventType"], e["run"]["facets"].get("errorMessage", {}).get("message")) for e in events
+            if e["job"]["name"] == "python_task.task1.insert_sales_dbo_b"] == [
+        ("START", None), ("FAIL", "Msg 8134, Level 16: Divide by zero error encountered.")]
+
+
 def test_task_still_running_is_kept_open_and_continued(tmp_path):
     # --until bounds the first harvest in the middle of a task: its run stays open in the state, the second
     # harvest continues it; together they emit exactly what one harvest of the whole log emits

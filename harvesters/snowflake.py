@@ -42,8 +42,7 @@ import attrs
 import orjson
 from openlineage.client.facet_v2 import error_message_run, external_query_run, sql_job
 
-from emitter.naming import normalize_name
-from emitter.records import START, RunRecord, unvalidated
+from emitter.records import unvalidated
 from harvesters.background import read_in_background, send_items
 from harvesters.sqlserver import Lineage, Skip, reason_of, statement_shape
 from harvesters.sqlserver import LineageCache as SqlServerLineageCache

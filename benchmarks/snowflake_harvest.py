@@ -17,16 +17,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import random
-import resource
 import subprocess
 import sys
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from harvest_measure import ROOT, measure_harvest
+
 TARGET_RATE, TARGET_RSS_MB = 10_000, 500
 
 #: (QUERY_TYPE, text): {n} numbers and {s} strings vary per execution, {t}/{u} tables per task.
@@ -127,29 +125,10 @@ def generate(path: Path, queries: int, seed: int = 5) -> None:
 
 
 def run_one(log: Path, queries: int) -> dict[str, float]:
-    """Harvest ``log`` in this process; returns the measurements."""
-    sys.path.insert(0, str(ROOT))
-    from harvesters.cli import main
-
-    events = Path(f"/tmp/sf_bench_events_{queries}.jsonl")
-    events.unlink(missing_ok=True)
-    os.environ["LINEAGE_CAPTURE_STATE_DIR"] = "/tmp/sf_bench_state"
-    started, cpu = time.perf_counter(), _cpu(resource.RUSAGE_SELF)
-    code = main(["snowflake", "--history", str(log), "--account", "myorg-acct", "--conf", "transport.type=file",
-                 "--conf", f"transport.location={events}"])
-    elapsed, cpu = time.perf_counter() - started, _cpu(resource.RUSAGE_SELF) - cpu
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    with open(events, "rb") as f:
-        emitted = sum(1 for _ in f)
-    return {"exit": code, "queries": queries, "seconds": elapsed, "rate": queries / elapsed,
-            "peak_rss_mb": rss_mb, "events": emitted, "log_mb": log.stat().st_size / 1e6,
-            "cpu_us": cpu / queries * 1e6, "reader_cpu_us": _cpu(resource.RUSAGE_CHILDREN) / queries * 1e6,
-            "reader_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
-
-
-def _cpu(who: int) -> float:
-    usage = resource.getrusage(who)
-    return usage.ru_utime + usage.ru_stime
+    """Harvest ``log`` in this process (which reads large files in a second process); returns the measurements."""
+    result = measure_harvest(["snowflake", "--history", str(log), "--account", "myorg-acct"],
+                             Path(f"/tmp/sf_bench_events_{queries}.jsonl"), "/tmp/sf_bench_state", queries, log)
+    return {**result, "queries": queries}
 
 
 def main() -> int:

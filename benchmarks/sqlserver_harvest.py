@@ -27,7 +27,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from harvest_measure import ROOT, cpu_seconds, measure_harvest
+
 TARGET_RATE, TARGET_RSS_MB = 10_000, 500
 
 #: Statement shapes: {n} numbers and {s} strings vary per execution, {t}/{u} tables per task.
@@ -103,31 +104,12 @@ def generate(path: Path, statements: int, seed: int = 4) -> None:
             hour += 1
 
 
-def _cpu(who: int) -> float:
-    usage = resource.getrusage(who)
-    return usage.ru_utime + usage.ru_stime
-
-
 def run_one(log: Path, statements: int) -> dict[str, float]:
     """Harvest ``log`` with ``harvest sqlserver`` in this process (which reads large XML files in a second
     process); returns the measurements."""
-    sys.path.insert(0, str(ROOT))
-    from harvesters.cli import main
-
-    events = Path(f"/tmp/xe_bench_events_{statements}.jsonl")
-    events.unlink(missing_ok=True)
-    os.environ["LINEAGE_CAPTURE_STATE_DIR"] = "/tmp/xe_bench_state"
-    started, cpu = time.perf_counter(), _cpu(resource.RUSAGE_SELF)
-    code = main(["sqlserver", "--xml", str(log), "--server", "db01", "--conf", "transport.type=file",
-                 "--conf", f"transport.location={events}"])
-    elapsed, cpu = time.perf_counter() - started, _cpu(resource.RUSAGE_SELF) - cpu
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    with open(events, "rb") as f:
-        emitted = sum(1 for _ in f)
-    return {"exit": code, "statements": statements, "seconds": elapsed, "rate": statements / elapsed,
-            "peak_rss_mb": rss_mb, "events": emitted, "log_mb": log.stat().st_size / 1e6,
-            "cpu_us": cpu / statements * 1e6, "reader_cpu_us": _cpu(resource.RUSAGE_CHILDREN) / statements * 1e6,
-            "reader_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+    result = measure_harvest(["sqlserver", "--xml", str(log), "--server", "db01"],
+                             Path(f"/tmp/xe_bench_events_{statements}.jsonl"), "/tmp/xe_bench_state", statements, log)
+    return {**result, "statements": statements}
 
 
 def run_alone(log: Path, statements: int) -> dict[str, float]:
@@ -141,11 +123,11 @@ def run_alone(log: Path, statements: int) -> dict[str, float]:
     records = []
     grouper = TaskGrouper(lambda r: records.append(1), "default", "SQLSERVER", timedelta(minutes=30))
     harvest = Harvest(EventConverter("sqlserver://db01:1433", LineageCache()), grouper, Window(None, None))
-    started, cpu = time.perf_counter(), _cpu(resource.RUSAGE_SELF)
+    started, cpu = time.perf_counter(), cpu_seconds(resource.RUSAGE_SELF)
     for item in read_file(str(log)):
         harvest.feed(item.value)
     grouper.close_all()
-    elapsed, cpu = time.perf_counter() - started, _cpu(resource.RUSAGE_SELF) - cpu
+    elapsed, cpu = time.perf_counter() - started, cpu_seconds(resource.RUSAGE_SELF) - cpu
     return {"statements": statements, "seconds": elapsed, "rate": statements / elapsed,
             "cpu_us": cpu / statements * 1e6, "records": len(records),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

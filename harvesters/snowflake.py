@@ -505,9 +505,7 @@ class RowConverter:
             seen.add(call_id)
             call = self.calls.get(call_id)
             chain.append((call.procedure if call else UNKNOWN_PROCEDURE, call_id))
-            with unvalidated():
-                facets[call_id] = (query_facets(call_id, self.namespace),
-                                   {"sql": sql_job.SQLJobFacet(query=call.sql, dialect=DIALECT)} if call else {})
+            facets[call_id] = (query_facets(call_id, self.namespace), _sql_facets(call.sql) if call else {})
             call_id = call.parent_query_id if call else ""
         chain.reverse()
         return chain[-1][0], tuple(chain[:-1]), facets
@@ -552,6 +550,12 @@ class RowConverter:
 
 
 # ---- facets the grouper does not add --------------------------------------------------------------------
+
+
+def _sql_facets(sql: str) -> dict[str, Any]:
+    """The ``sql`` job facet of a CALL's run."""
+    with unvalidated():
+        return {"sql": sql_job.SQLJobFacet(query=sql, dialect=DIALECT)}
 
 
 def query_facets(query_id: str, namespace: str) -> dict[str, Any]:

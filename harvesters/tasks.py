@@ -405,25 +405,21 @@ class TaskGrouper:
         """The run of the procedure execution that ran ``statement``, started (with the runs of the executions
         calling it, each a child of its caller) when this is its first statement with lineage."""
         module: _ModuleRun | None = None
-        parent_key: str | None = None
+        caller: RunRef | None = None  # the run of the execution calling the next one (None: the task run)
         for name, module_key in (*statement.outer_modules, (statement.module or "", statement.module_key or "")):
-            module = run.modules.get(module_key)
-            if module is None:
-                module = self._start_module(key, run, statement, name, module_key, parent_key)
+            module = run.modules.get(module_key) or self._start_module(key, run, statement, name, module_key, caller)
             module.last_end = max(module.last_end, statement.end)
-            parent_key = module_key
+            caller = RunRef(module.run_id, module.job)
         assert module is not None
         return module
 
     def _start_module(self, key: tuple[str, str, str], run: TaskRun, statement: Statement, name: str,
-                      module_key: str, parent_key: str | None) -> _ModuleRun:
-        caller = run.modules.get(parent_key) if parent_key is not None else None
-        parent = RunRef(caller.run_id, caller.job) if caller is not None else run.ref
+                      module_key: str, caller: RunRef | None) -> _ModuleRun:
+        parent = caller or run.ref
         job = JobRef(self.job_namespace, f"{parent.job.name}.{_module_part(name)}")
         run_facets, job_facets = statement.module_facets.get(module_key, ({}, {}))
         module = _ModuleRun(job=job, run_id=stable_run_id(statement.start, "module", run.run_id, module_key),
-                            start=statement.start, last_end=statement.end,
-                            caller=parent if caller is not None else None,
+                            start=statement.start, last_end=statement.end, caller=caller,
                             run_facets=run_facets, job_facets=job_facets)
         run.modules[module_key] = module
         self._module_owner[module_key] = key

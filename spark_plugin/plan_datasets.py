@@ -432,16 +432,17 @@ def _v2_relation(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     return v2_relation_raws(ctx, ctx.jvm_node(node), schema)
 
 
-#: RDDs looked at, at most, when tracing a LogicalRDD back to the files it reads.
-MAX_RDD_NODES = 500
+#: JVM objects looked at, at most, by one walk: an RDD lineage (a LogicalRDD back to its files) or a cached
+#: physical plan (back to its logical plans); each step is a few py4j calls on the worker thread.
+MAX_WALKED_NODES = 500
 #: Hadoop input directories of a HadoopRDD (``getJobConf``) or NewHadoopRDD (``getConf``).
 _HADOOP_INPUT_DIR = "mapreduce.input.fileinputformat.inputdir"
 
 
 def _rdd_lineage(rdd: Any) -> Iterator[Any]:
-    """``rdd`` and every RDD it depends on, each once, at most MAX_RDD_NODES."""
+    """``rdd`` and every RDD it depends on, each once, at most MAX_WALKED_NODES of them."""
     stack, seen = [rdd], set()
-    while stack and len(seen) < MAX_RDD_NODES:
+    while stack and len(seen) < MAX_WALKED_NODES:
         current = stack.pop()
         if current.id() in seen:
             continue
@@ -486,7 +487,7 @@ def _linked_logical_plans(jplan: Any) -> Iterator[Any]:
     """The logical plans a physical plan was planned from: the top-most nodes with a ``logicalLink``
     (WholeStageCodegen and exchanges have none; the nodes under them do)."""
     stack, visited = [jplan], 0
-    while stack and visited < MAX_RDD_NODES:
+    while stack and visited < MAX_WALKED_NODES:
         current = stack.pop()
         visited += 1
         link = current.logicalLink()

@@ -177,11 +177,37 @@ def _job_type_plain(job_type: JobType) -> dict[str, Any]:
     return _plain(_job_type_facet(job_type))
 
 
+def _facets_plain(facets: dict[str, Any]) -> dict[str, Any]:
+    return {name: _plain(facet, name) for name, facet in facets.items() if facet is not None}
+
+
+#: The fields :func:`_shell_plain` writes, per class: a new openlineage-python field fails the test that
+#: compares it with the generic walk instead of going missing from events.
+SHELL_FIELDS = {
+    event_v2.RunEvent: ("eventTime", "producer", "schemaURL", "run", "job", "eventType", "inputs", "outputs"),
+    event_v2.Run: ("runId", "facets"),
+    event_v2.Job: ("namespace", "name", "facets"),
+}
+
+
+def _shell_plain(event: event_v2.RunEvent) -> dict[str, Any]:
+    """:func:`_plain` of the RunEvent, Run and Job shells, written out (a third of the generic walk's time);
+    their facets go through the generic walk."""
+    run, job = event.run, event.job
+    return {
+        "eventTime": event.eventTime, "producer": event.producer, "schemaURL": event.schemaURL,
+        "run": {"runId": run.runId, "facets": _facets_plain(run.facets or {})},
+        "job": {"namespace": _string(job.namespace, "namespace"), "name": _string(job.name, "name"),
+                "facets": _facets_plain(job.facets or {})},
+        "eventType": event.eventType.value,  # type: ignore[union-attr]
+    }
+
+
 def event_dict(record: RunRecord) -> dict[str, Any]:
     """The JSON-ready, redacted event for one record: what every transport is handed (read-only: the jobType
     and parent facets are shared between the events of one job type / one parent)."""
     with unvalidated():
-        plain = _plain(_core_event(record))
+        plain = _shell_plain(_core_event(record))
         plain["inputs"] = [_dataset_plain(ds, False) for ds in record.inputs]
         plain["outputs"] = [_dataset_plain(ds, True) for ds in record.outputs]
     # The same facets for every child of a task run or Spark app: built and serialized once per parent.

@@ -19,6 +19,8 @@ _FACTORY_KEYS = frozenset({"type", "name", "priority"})
 _announced_files: set[str] = set()
 #: The file transport's buffered lines reach the OS at least this often.
 FLUSH_EVERY_SECONDS = 0.5
+#: The file transport's write buffer: at harvest rates the default 8 KiB made a system call every five events.
+WRITE_BUFFER_BYTES = 64 * 1024
 
 
 def _config_fields(config_class: type) -> set[str] | None:
@@ -73,7 +75,8 @@ def _json_lines_file_transport() -> type:
             if not (isinstance(event, dict) and self.config.append and not self.config._needs_fsspec()):
                 return super().emit(event)
             if self._handle is None:
-                self._handle = self._file_handler.open_file(self.config.log_file_path, "ab")
+                self._handle = open(_local_path(self.config.log_file_path), "ab",  # noqa: SIM115 - kept open
+                                    buffering=WRITE_BUFFER_BYTES)
             self._handle.write(orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE))
             if time.monotonic() - self._flushed_at > FLUSH_EVERY_SECONDS:
                 self.flush()
@@ -92,6 +95,13 @@ def _json_lines_file_transport() -> type:
             return super().close(timeout)
 
     return JsonLinesFileTransport
+
+
+def _local_path(location: str) -> str:
+    """A local file transport location as a path (``file:///x`` -> ``/x``), read as openlineage-python does."""
+    from openlineage.client.transport.file import LocalFileHandler
+
+    return LocalFileHandler._to_local_path(location)  # noqa: SLF001 - the same reading, not a second one
 
 
 def _factory() -> Any:

@@ -76,6 +76,28 @@ def test_every_event_has_job_type_and_our_producer():
     assert event["inputs"] == [{"namespace": "file", "name": "/data/in", "facets": {}}]
 
 
+def test_written_out_shell_equals_the_generic_walk():
+    """event_dict writes the RunEvent/Run/Job shells out by hand: it must give what the generic walk of the whole
+    RunEvent gives, and a field openlineage-python adds to those classes must fail here, not vanish."""
+    import attrs
+    from openlineage.client import event_v2
+
+    from emitter import events
+
+    for cls, written in events.SHELL_FIELDS.items():
+        assert tuple(f.name for f in attrs.fields(cls)) == written, cls
+    for record in demo_records():
+        with events.unvalidated():
+            whole = events._core_event(record)
+            whole.inputs = [events._input(ds) for ds in record.inputs]
+            whole.outputs = [events._output(ds) for ds in record.outputs]
+            whole.job.facets["jobType"] = events._job_type_facet(record.job_type)
+            if record.parent is not None:
+                whole.run.facets["parent"] = events.parent_facet(record.parent, record.root)
+        assert isinstance(whole, event_v2.RunEvent)
+        assert event_dict(record) == events._plain(whole)
+
+
 def test_demo_events_are_valid():
     for record in demo_records():
         assert_valid_event(event_dict(record))

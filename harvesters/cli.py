@@ -224,10 +224,12 @@ def _file_head(path: str, size: int) -> str:
         return hashlib.sha256(f.read(size)).hexdigest()
 
 
-def _xml_items(path: str, saved: Mapping[str, Any] | None) -> tuple[Generator[Any, None, None], int]:
-    """Items of one XML file from its saved position (from the start when the file was replaced)."""
+def _xml_items(path: str, saved: Mapping[str, Any] | None, reader: Any) -> tuple[Generator[Any, None, None], int]:
+    """Items of one XML file from its saved position (from the start when the file was replaced): events, or
+    ``reader``'s readings of them when a second process reads a large file."""
     from harvesters.background import worth_a_second_process
-    from harvesters.xevents import read_events, read_file, read_file_background
+    from harvesters.sqlserver import read_readings_background
+    from harvesters.xevents import read_events, read_file
 
     if path == "-":
         return read_events(sys.stdin.buffer), 0
@@ -238,15 +240,22 @@ def _xml_items(path: str, saved: Mapping[str, Any] | None) -> tuple[Generator[An
         if size < offset or _file_head(path, head_len) != saved.get("head"):
             log.warning("%s was replaced since the last harvest: reading it from the start", path)
             offset = 0
-    read = read_file_background if worth_a_second_process(path) else read_file
-    return read(path, offset), offset
+    if worth_a_second_process(path):
+        return read_readings_background(path, reader, offset), offset
+    return read_file(path, offset), offset
 
 
 def run_sqlserver(args: argparse.Namespace) -> int:
     """``harvest sqlserver``: see the module docstring and the README section."""
     from emitter.naming import sqlserver_namespace
     from harvesters.sqlserver import (
-        BACKENDS, DEFAULT_MAX_STATEMENT_CHARS, EventConverter, Harvest, LineageCache, UsageError, connection_string,
+        BACKENDS,
+        DEFAULT_MAX_STATEMENT_CHARS,
+        EventConverter,
+        Harvest,
+        LineageCache,
+        UsageError,
+        connection_string,
         server_from_connection_string,
     )
     from harvesters.state import Checkpoint, StateError, Window, closing_clock
@@ -363,7 +372,7 @@ def _harvest_xml(args: argparse.Namespace, harvest: Any, state: dict[str, Any]) 
     files = state.setdefault("files", {})
     for name in args.xml:
         path = name if name == "-" else os.path.abspath(name)
-        items, offset = _xml_items(path, files.get(path))
+        items, offset = _xml_items(path, files.get(path), harvest.converter.reader)
         position = offset
         stopped = False
         with contextlib.closing(items):  # stops a background reader at once when stopping early

@@ -19,16 +19,26 @@ from __future__ import annotations
 import io
 import os
 import re
+import sys
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 import attrs
 
+from harvesters.background import read_in_background, send_items
 from harvesters.state import Window
 from harvesters.tasks import Statement, TaskGrouper, find_parent_ids, is_run_marker
-from harvesters.xevents import Item, Unreadable, XEvent, parse_event, read_events
+from harvesters.xevents import (
+    DEFAULT_MAX_EVENT_BYTES,
+    Item,
+    Unreadable,
+    XEvent,
+    parse_event,
+    read_events,
+    read_file,
+)
 
 STATEMENT, CONTAINER, MODULE_END, ERROR = "statement", "container", "module_end", "error"
 DIALECT = "tsql"
@@ -191,76 +201,59 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-class EventConverter:
-    """Turns XEvents into :class:`Statement` / :class:`ModuleEnd` / :class:`Skip`."""
+@attrs.frozen(slots=True)
+class ErrorNote:
+    """An ``error_reported`` event that fails a statement: its message, ``Msg N, Level L: text``."""
+
+    message: str
+
+
+@attrs.frozen(slots=True)
+class Reading:
+    """One event read on its own (:class:`EventReader`): what it says, before what the harvest remembers of
+    earlier events (containers already covered, errors waiting for their statement) is applied to it."""
+
+    timestamp: datetime
+    role: str | None  # the event kind's role (STATEMENT, CONTAINER, MODULE_END, ERROR); None: not used
+    activity: str
+    #: a statement (its ``failed`` from the event alone), a module end, an error, or why there is nothing
+    result: Statement | ModuleEnd | ErrorNote | Skip
+
+
+class EventReader:
+    """XEvents -> :class:`Reading`: everything about one event that needs no other event (the SQL text's
+    lineage, parent ids, times, status). Stateless apart from the lineage cache, so large files do it in the
+    reading process (:func:`read_readings_background`)."""
 
     def __init__(self, namespace: str, lineage: LineageCache,
                  max_statement_chars: int = DEFAULT_MAX_STATEMENT_CHARS) -> None:
         self.namespace = namespace
         self.lineage = lineage
         self.max_statement_chars = max_statement_chars
-        # activity ids that had statement events: their containers (batch, rpc) add nothing
-        self._covered: OrderedDict[str, None] = OrderedDict()
-        # activity id -> (time, message) of the first error raised there and not yet given to a statement
-        self._errors: OrderedDict[str, tuple[datetime, str]] = OrderedDict()
 
-    def covered_state(self, keep: int = 1000) -> list[str]:
-        """The most recent covered activity ids, for the harvest state (a container may come next harvest)."""
-        return list(self._covered)[-keep:]
-
-    def errors_state(self, keep: int = 1000) -> list[list[str]]:
-        """Errors not yet given to a statement, for the harvest state (the statement may come next harvest)."""
-        return [[activity, at.isoformat(), message] for activity, (at, message) in list(self._errors.items())[-keep:]]
-
-    def restore(self, covered: list[str], errors: list[list[str]] | None = None) -> None:
-        self._covered.update((a, None) for a in covered)
-        self._errors.update((activity, (datetime.fromisoformat(at), message)) for activity, at, message in errors or ())
-
-    def convert(self, event: XEvent) -> Statement | ModuleEnd | Skip:
+    def read(self, event: XEvent) -> Reading:
         kind = EVENT_KINDS.get(event.name)
         if kind is None:
-            return Skip(f"event {event.name} not used")
+            return Reading(event.timestamp, None, "", Skip(f"event {event.name} not used"))
         activity = _activity(event)
         if kind.role == MODULE_END:
-            return ModuleEnd(self._module_key(event, activity), event.timestamp)
-        if kind.role == ERROR:
-            return self._note_error(event, activity)
-        if kind.role == CONTAINER and activity in self._covered:
-            del self._covered[activity]
-            self._errors.pop(activity, None)  # the request is over
-            return Skip("container of statements already read")
-        if kind.role == STATEMENT and activity:
-            self._covered[activity] = None
-            if len(self._covered) > ACTIVITY_MEMORY:
-                self._covered.popitem(last=False)
-        sql = event.data.get(kind.sql_field or "", "")
-        if not sql.strip():
-            return Skip("no SQL text")
-        return self._statement(event, kind, sql, activity)
+            result: Statement | ModuleEnd | ErrorNote | Skip = ModuleEnd(self._module_key(event, activity),
+                                                                          event.timestamp)
+        elif kind.role == ERROR:
+            result = self._error(event, activity)
+        else:
+            sql = event.data.get(kind.sql_field or "", "")
+            result = self._statement(event, kind, sql, activity) if sql.strip() else Skip("no SQL text")
+        return Reading(event.timestamp, kind.role, activity, result)
 
-    def _note_error(self, event: XEvent, activity: str) -> Skip:
+    def _error(self, event: XEvent, activity: str) -> ErrorNote | Skip:
         severity = _int(event.data.get("severity"))
         if severity is None or severity < MIN_FAILING_SEVERITY:
             return Skip("informational message (severity 10 or below)")
         if not activity:
             return Skip("error without attach_activity_id (TRACK_CAUSALITY is off)")
-        if activity not in self._errors:  # the first error says why; the next ones ("statement terminated") follow
-            number, message = event.data.get("error_number", ""), event.data.get("message", "").strip()
-            self._errors[activity] = (event.timestamp, f"Msg {number}, Level {severity}: {message}")
-            if len(self._errors) > ACTIVITY_MEMORY:
-                self._errors.popitem(last=False)
-        return Skip("error, read with its statement")
-
-    def _error_during(self, activity: str, start: datetime, end: datetime) -> str | None:
-        """The message of the error raised in ``activity`` while a statement ran from ``start`` to ``end``.
-
-        An error raised before ``start`` belonged to a statement that logged no completion: dropped.
-        """
-        error = self._errors.get(activity) if activity else None
-        if error is None or error[0] > end:
-            return None
-        del self._errors[activity]
-        return error[1] if error[0] >= start - ERROR_SLACK else None
+        number, message = event.data.get("error_number", ""), event.data.get("message", "").strip()
+        return ErrorNote(f"Msg {number}, Level {severity}: {message}")
 
     def _module_key(self, event: XEvent, activity: str) -> str:
         return f"{activity}/{event.data.get('source_database_id', '')}/{event.data.get('object_id', '')}"
@@ -278,29 +271,167 @@ class EventConverter:
         app = actions.get("client_app_name", "")
         parent_id, root_parent_id = find_parent_ids(app, sql)
         duration = _int(data.get("duration")) or 0
-        start = event.timestamp - duration * kind.duration_unit
         result = (event.texts.get("result") or data.get("result") or "").lower()
-        error = self._error_during(activity, start, event.timestamp)
-        failed = result in FAILED_RESULTS or error is not None
-        if failed and error is None:
-            error = f"result: {event.texts.get('result') or result}"
+        failed = result in FAILED_RESULTS
         module = data.get("object_name", "") if event.name == "sp_statement_completed" else ""
         is_module = module.lower() not in NOT_MODULES
         session = actions.get("session_id", "")
         sequence = actions.get("event_sequence", "")
         statement = Statement(
             query_id="|".join((event.name, session, sequence, actions.get("attach_activity_id", ""))),
-            start=start, end=event.timestamp, task=app, host=actions.get("client_hostname", ""),
-            session=session, sql=sql, namespace=self.namespace, dialect=DIALECT,
-            inputs=found.inputs, outputs=found.outputs, temp_inputs=found.temp_inputs,
-            temp_outputs=found.temp_outputs, statement_types=found.statement_types,
-            failed=failed, error_message=error if failed else None,
+            start=event.timestamp - duration * kind.duration_unit, end=event.timestamp, task=app,
+            host=actions.get("client_hostname", ""), session=session, sql=sql, namespace=self.namespace,
+            dialect=DIALECT, inputs=found.inputs, outputs=found.outputs, temp_inputs=found.temp_inputs,
+            temp_outputs=found.temp_outputs, statement_types=found.statement_types, failed=failed,
+            error_message=f"result: {event.texts.get('result') or result}" if failed else None,
             parent_id=parent_id, root_parent_id=root_parent_id, marker=is_run_marker(sql),
             module=module if is_module else None,
             module_key=self._module_key(event, activity) if is_module else None,
             row_count=_int(data.get("row_count")),
         )
         return statement if unparsed is None else Skip(unparsed, unparsed=True, statement=statement)
+
+
+class EventConverter:
+    """Turns XEvents (or their :class:`Reading`) into :class:`Statement` / :class:`ModuleEnd` / :class:`Skip`,
+    remembering what later events need: the activities whose statements were read (their containers add
+    nothing) and the errors raised but not yet given to a statement."""
+
+    def __init__(self, namespace: str, lineage: LineageCache,
+                 max_statement_chars: int = DEFAULT_MAX_STATEMENT_CHARS) -> None:
+        self.reader = EventReader(namespace, lineage, max_statement_chars)
+        # activity ids that had statement events: their containers (batch, rpc) add nothing
+        self._covered: OrderedDict[str, None] = OrderedDict()
+        # activity id -> (time, message) of the first error raised there and not yet given to a statement
+        self._errors: OrderedDict[str, tuple[datetime, str]] = OrderedDict()
+
+    def covered_state(self, keep: int = 1000) -> list[str]:
+        """The most recent covered activity ids, for the harvest state (a container may come next harvest)."""
+        return list(self._covered)[-keep:]
+
+    def errors_state(self, keep: int = 1000) -> list[list[str]]:
+        """Errors not yet given to a statement, for the harvest state (the statement may come next harvest)."""
+        return [[activity, at.isoformat(), message] for activity, (at, message) in list(self._errors.items())[-keep:]]
+
+    def restore(self, covered: list[str], errors: list[list[str]] | None = None) -> None:
+        self._covered.update((a, None) for a in covered)
+        self._errors.update((activity, (datetime.fromisoformat(at), message)) for activity, at, message in errors or ())
+
+    def convert(self, event: XEvent | Reading) -> Statement | ModuleEnd | Skip:
+        """The event's statement, module end or skip, given what earlier events left behind."""
+        reading = event if isinstance(event, Reading) else self.reader.read(event)
+        role, activity, result = reading.role, reading.activity, reading.result
+        if isinstance(result, ErrorNote):
+            if activity not in self._errors:  # the first error says why; the next ("statement terminated") follow
+                self._errors[activity] = (reading.timestamp, result.message)
+                if len(self._errors) > ACTIVITY_MEMORY:
+                    self._errors.popitem(last=False)
+            return Skip("error, read with its statement")
+        if role == CONTAINER and activity in self._covered:
+            del self._covered[activity]
+            self._errors.pop(activity, None)  # the request is over
+            return Skip("container of statements already read")
+        if role == STATEMENT and activity:
+            self._covered[activity] = None
+            if len(self._covered) > ACTIVITY_MEMORY:
+                self._covered.popitem(last=False)
+        if isinstance(result, Statement):
+            return self._with_error(result, activity)
+        if isinstance(result, Skip) and result.statement is not None:
+            return attrs.evolve(result, statement=self._with_error(result.statement, activity))
+        return result
+
+    def _with_error(self, statement: Statement, activity: str) -> Statement:
+        """The statement failed by the error raised in its activity while it ran, if there was one.
+
+        An error raised before the statement's start belonged to a statement that logged no completion: dropped.
+        """
+        error = self._errors.get(activity) if activity else None
+        if error is None or error[0] > statement.end:
+            return statement
+        del self._errors[activity]
+        if error[0] < statement.start - ERROR_SLACK:
+            return statement
+        return attrs.evolve(statement, failed=True, error_message=error[1])
+
+
+# ---- reading files: in this process or in a second one ------------------------------------------------
+
+
+def read_readings(path: str, reader: EventReader, start_offset: int = 0,
+                  max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> Iterator[Item]:
+    """:func:`harvesters.xevents.read_file`, each event replaced by ``reader``'s :class:`Reading` of it."""
+    for item in read_file(path, start_offset, max_event_bytes):
+        if isinstance(item.value, XEvent):
+            yield Item(reader.read(item.value), item.resume_offset)
+        else:
+            yield item
+
+
+def read_readings_background(path: str, reader: EventReader, start_offset: int = 0,
+                             max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> Generator[Item, None, None]:
+    """:func:`read_readings` done by a second process (:mod:`harvesters.background`): parsing the XML and
+    reading each event (table lineage included) is half of a harvest's work; the harvest process is left with
+    what needs the order of events (containers, errors, task runs) and the emitter. Same items, same order.
+
+    The second process has its own lineage cache (:class:`LineageCache` defaults, as the harvest uses).
+    """
+    args = [path, reader.namespace, str(reader.max_statement_chars), str(start_offset), str(max_event_bytes)]
+    return read_in_background(send_readings, args, _unpack_item,
+                              lambda: read_readings(path, reader, start_offset, max_event_bytes), path)
+
+
+def send_readings(path: str, namespace: str, max_statement_chars: str, start_offset: str,
+                  max_event_bytes: str) -> None:
+    """The reading process's side of :func:`read_readings_background`."""
+    reader = EventReader(namespace, LineageCache(), int(max_statement_chars))
+    send_items(read_readings(path, reader, int(start_offset), int(max_event_bytes)), _pack_item, path)
+
+
+_STATEMENT_FIELDS = tuple(field.name for field in attrs.fields(Statement))
+#: Packed results by kind: plain tuples pickle and load several times faster than attrs objects.
+_STATEMENT, _SKIP, _MODULE_END, _ERROR = range(4)
+
+
+def _pack_statement(statement: Statement) -> tuple[Any, ...]:
+    values = [getattr(statement, name) for name in _STATEMENT_FIELDS]
+    values[3], values[4] = sys.intern(values[3]), sys.intern(values[4])  # task, host: pickled once per batch
+    return tuple(values)
+
+
+def _pack_item(item: Item) -> tuple[Any, ...]:
+    value = item.value
+    if isinstance(value, Unreadable):
+        return value.reason, value.offset, item.resume_offset
+    result = value.result
+    if isinstance(result, Statement):
+        packed: tuple[Any, ...] = (_STATEMENT, _pack_statement(result))
+    elif isinstance(result, Skip):
+        packed = (_SKIP, result.reason, result.unparsed,
+                  None if result.statement is None else _pack_statement(result.statement))
+    elif isinstance(result, ModuleEnd):
+        packed = (_MODULE_END, result.module_key, result.end, result.failed)
+    else:
+        packed = (_ERROR, result.message)
+    return value.timestamp, value.role, value.activity, packed, item.resume_offset
+
+
+def _unpack_item(packed: tuple[Any, ...]) -> Item:
+    if len(packed) == 3:
+        reason, offset, resume = packed
+        return Item(Unreadable(reason, offset), resume)
+    timestamp, role, activity, (kind, *fields), resume = packed
+    result: Statement | ModuleEnd | ErrorNote | Skip
+    if kind == _STATEMENT:
+        result = Statement(*fields[0])
+    elif kind == _SKIP:
+        reason, unparsed, statement = fields
+        result = Skip(reason, unparsed, None if statement is None else Statement(*statement))
+    elif kind == _MODULE_END:
+        result = ModuleEnd(*fields)
+    else:
+        result = ErrorNote(*fields)
+    return Item(Reading(timestamp, role, activity, result), resume)
 
 
 # ---- live reading ---------------------------------------------------------------------------------------
@@ -489,8 +620,8 @@ class Harvest:
         self.counts = HarvestCounts()
         self._tick = tick
 
-    def feed(self, value: XEvent | Unreadable) -> bool:
-        """Handle one event; False when it lies at or after the window's end (stop there, do not consume it)."""
+    def feed(self, value: XEvent | Reading | Unreadable) -> bool:
+        """Handle one event (or its reading); False when it lies at or after the window's end (stop there, do not consume it)."""
         if isinstance(value, Unreadable):
             self.counts.unreadable[value.reason] += 1
             return True

@@ -17,22 +17,19 @@ continue anywhere.
 A cut that falls inside a CDATA section (a statement containing the text ``<event``) is detected (an open
 ``<![CDATA[`` without its ``]]>``) and the pieces are joined again before parsing.
 
-Parsing is about a fifth of a harvest's time: :func:`read_file_background` does it in a second process for
-large files, handing over the same items.
+Parsing is about a fifth of a harvest's time: for large files the SQL Server harvester does it in a second
+process (:func:`harvesters.sqlserver.read_readings_background`).
 """
 from __future__ import annotations
 
 import codecs
 import re
-import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Generator, Iterator, Mapping
 from datetime import datetime, timezone
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import attrs
-
-from harvesters.background import read_in_background, send_items
 
 #: Largest single event accepted; bigger ones are counted as unreadable and skipped.
 DEFAULT_MAX_EVENT_BYTES = 64 * 1024 * 1024
@@ -80,7 +77,7 @@ class Item:
     event at the very end of the input it stays at that event's start: the writer may still be appending it.
     """
 
-    value: XEvent | Unreadable
+    value: XEvent | Unreadable | Any  # or what a reader made of the event (harvesters.sqlserver.Reading)
     resume_offset: int
 
 
@@ -289,46 +286,6 @@ def read_file(path: str, start_offset: int = 0,
     """:func:`read_events` over a file path."""
     with open(path, "rb") as stream:
         yield from read_events(stream, start_offset, max_event_bytes)
-
-
-# ---- reading in a second process --------------------------------------------------------------------------
-
-#: An Item as sent between the processes: plain tuples pickle and load several times faster than attrs objects.
-_Packed = tuple[str, datetime, Mapping[str, str], Mapping[str, str], Mapping[str, str], int] | tuple[str, int, int]
-
-
-def read_file_background(path: str, start_offset: int = 0,
-                         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> Generator[Item, None, None]:
-    """:func:`read_file`, with the reading and XML parsing done by a second process
-    (:mod:`harvesters.background`): the same items in the same order with the same resume offsets."""
-    return read_in_background(send_file_items, [path, str(start_offset), str(max_event_bytes)], _unpack,
-                              lambda: read_file(path, start_offset, max_event_bytes), path)
-
-
-def send_file_items(path: str, start_offset: str, max_event_bytes: str) -> None:
-    """The reading process's side of :func:`read_file_background`."""
-    send_items(read_file(path, int(start_offset), int(max_event_bytes)), _pack, path)
-
-
-def _pack(item: Item) -> _Packed:
-    value = item.value
-    if isinstance(value, Unreadable):
-        return value.reason, value.offset, item.resume_offset
-    # names repeat in every event: interned, pickle sends each once per batch
-    return (sys.intern(value.name), value.timestamp, _interned_keys(value.data), _interned_keys(value.texts),
-            _interned_keys(value.actions), item.resume_offset)
-
-
-def _interned_keys(values: Mapping[str, str]) -> dict[str, str]:
-    return {sys.intern(key): value for key, value in values.items()}
-
-
-def _unpack(packed: _Packed) -> Item:
-    if len(packed) == 3:
-        reason, offset, resume = packed
-        return Item(Unreadable(reason, offset), resume)
-    name, timestamp, data, texts, actions, resume = packed
-    return Item(XEvent(name, timestamp, data, texts, actions), resume)
 
 
 def file_head(path: str, size: int = 4096) -> bytes:

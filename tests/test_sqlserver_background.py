@@ -1,6 +1,7 @@
-"""harvesters.xevents.read_file_background: the same items as read_file, early stop, failures, fallback.
+"""harvesters.sqlserver.read_readings_background: the same items as read_readings, early stop, failures,
+fallback, and the same harvest.
 
-The XML reader's second process, added for the issue 4 harvest rate.
+The second process (XML parsing and reading each event, lineage included), added for the issue 4 harvest rate.
 """
 from __future__ import annotations
 
@@ -11,10 +12,21 @@ from pathlib import Path
 import pytest
 
 from harvesters import background
-from harvesters.xevents import read_file, read_file_background
+from harvesters.sqlserver import EventReader, LineageCache, read_readings, read_readings_background
+from test_sqlserver_harvest import BAD_INPUT_CASES as HARVEST_BAD_INPUT
+from test_sqlserver_harvest import ERROR_CASES, harvest, sample_events, write_log
 from test_xevents import BAD_INPUT_CASES, SAMPLES
 
 SAMPLE_FILES = sorted(SAMPLES.glob("*.xml"))
+NS = "sqlserver://sqlprod01:1433"
+
+
+def read_file_background(path: str, start: int = 0):
+    return read_readings_background(path, EventReader(NS, LineageCache()), start)
+
+
+def read_file(path: str, start: int = 0):
+    return read_readings(path, EventReader(NS, LineageCache()), start)
 
 
 def _many_events(tmp_path: Path, copies: int = 1500) -> Path:
@@ -72,3 +84,19 @@ def test_a_reader_that_cannot_start_falls_back_to_reading_here(tmp_path: Path,
     monkeypatch.setattr(background, "_CHILD_MAIN", "import sys; sys.exit(3)")
     path = str(_many_events(tmp_path, copies=2))
     assert list(read_file_background(path)) == list(read_file(path))
+
+
+def test_cli_events_are_the_same_when_read_in_a_second_process(tmp_path, monkeypatch, child_processes):
+    events = [*sample_events(), *(e for case in ERROR_CASES for e in case[1]),
+              *(e for case in HARVEST_BAD_INPUT if case[0] != "10 MB statement" for e in case[1])]
+    log = str(write_log(tmp_path / "log.xml", events))
+    (tmp_path / "here").mkdir()
+    (tmp_path / "there").mkdir()
+    code_here, here = harvest(tmp_path / "here", "--xml", log)
+    assert child_processes == []
+    monkeypatch.setattr(background, "worth_a_second_process", lambda *paths: True)
+    code_there, there = harvest(tmp_path / "there", "--xml", log)
+    assert [c.args[4:6] for c in child_processes] == [["harvesters.sqlserver", "send_readings"]]
+    assert (code_there, there) == (code_here, here)
+    assert code_here == 1 and len(here) > 40
+    assert {e["eventType"] for e in here} == {"START", "COMPLETE", "FAIL"}

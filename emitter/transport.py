@@ -101,7 +101,7 @@ def _local_path(location: str) -> str:
     """A local file transport location as a path (``file:///x`` -> ``/x``), read as openlineage-python does."""
     from openlineage.client.transport.file import LocalFileHandler
 
-    return LocalFileHandler._to_local_path(location)  # noqa: SLF001 - the same reading, not a second one
+    return LocalFileHandler._to_local_path(location)  # the same reading as the stock transport
 
 
 def _factory() -> Any:

@@ -105,10 +105,14 @@ def _redact_short(text: str) -> str:
 _is_secret_key = lru_cache(maxsize=4096)(is_secret_key)  # the same few field and property names every event
 
 
+#: Strings up to this long go through the cache of answers: names and namespaces repeat, statements do not.
+_REMEMBERED_CHARS = 96
+
+
 def _string(value: str, key: str) -> str:
     if value and _is_secret_key(key):
         return MASK  # {"spark.hadoop.fs.s3a.secret.key": "..."}: the key says the whole value is secret
-    return _redact_short(value) if len(value) <= 256 else redact(value)
+    return _redact_short(value) if len(value) <= _REMEMBERED_CHARS else redact(value)
 
 
 def _plain(value: Any, key: str = "") -> Any:

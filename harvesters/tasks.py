@@ -106,6 +106,10 @@ class Statement:
     module_facets: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = attrs.field(factory=dict)
     row_count: int | None = None
     run_facets: Mapping[str, Any] = attrs.field(factory=dict)  # source-specific facets of its run (externalQuery)
+    #: the id of its child run, fixed by its start and query id: worked out where the statement is made (the
+    #: reading process of a large file) rather than in the harvest process
+    run_id: str = attrs.field(default=attrs.Factory(
+        lambda self: stable_run_id(self.start, "statement", self.namespace, self.query_id), takes_self=True))
 
 
 def find_parent_ids(task: str, sql: str) -> tuple[str | None, str | None]:
@@ -442,7 +446,7 @@ class TaskGrouper:
 
     def _emit_statement(self, statement: Statement, run: TaskRun, parent: RunRef, inputs: list[str]) -> None:
         job = JobRef(self.job_namespace, f"{parent.job.name}.{statement_job_suffix(statement, inputs)}")
-        run_id = stable_run_id(statement.start, "statement", statement.namespace, statement.query_id)
+        run_id = statement.run_id
         root = self._task_root(run)
         in_ds = tuple(_dataset(statement.namespace, name) for name in inputs)
         out_ds = tuple(_dataset(statement.namespace, name) for name in statement.outputs)

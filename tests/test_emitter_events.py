@@ -88,10 +88,9 @@ def test_written_out_shell_equals_the_generic_walk():
         assert tuple(f.name for f in attrs.fields(cls)) == written, cls
     for record in demo_records():
         with events.unvalidated():
-            whole = events._core_event(record)
+            whole = events._core_event(record, events._job(record)[0])
             whole.inputs = [events._input(ds) for ds in record.inputs]
             whole.outputs = [events._output(ds) for ds in record.outputs]
-            whole.job.facets["jobType"] = events._job_type_facet(record.job_type)
             if record.parent is not None:
                 whole.run.facets["parent"] = events.parent_facet(record.parent, record.root)
         assert isinstance(whole, event_v2.RunEvent)

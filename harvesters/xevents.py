@@ -101,8 +101,12 @@ def parse_event(xml: bytes | str) -> XEvent:
     actions: dict[str, str] = {}
     for child in root:
         field = child.get("name")
-        target = data if child.tag == "data" else actions if child.tag == "action" else None
+        tag = child.tag
+        target = data if tag == "data" else actions if tag == "action" else None
         if target is None or not field:
+            continue
+        if len(child) == 1 and child[0].tag == "value":  # most fields: one <value>
+            target[field] = child[0].text or ""
             continue
         target[field] = ""
         for part in child:  # <value>, and <text> for map fields (<type> in ring buffer output)

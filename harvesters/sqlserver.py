@@ -208,7 +208,7 @@ class ErrorNote:
     message: str
 
 
-@attrs.frozen(slots=True)
+@attrs.define(slots=True)  # one per event: not frozen (see harvesters.tasks.Statement); never changed
 class Reading:
     """One event read on its own (:class:`EventReader`): what it says, before what the harvest remembers of
     earlier events (containers already covered, errors waiting for their statement) is applied to it."""

@@ -50,7 +50,7 @@ _FRACTION = re.compile(r"(\.\d{6})\d+")
 _UTF16_BOMS = ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
 
 
-@attrs.frozen(slots=True)
+@attrs.define(slots=True)  # one per event: not frozen, whose __init__ costs several times more; never changed
 class XEvent:
     """One Extended Events event: its name, time and the values of its fields and actions."""
 
@@ -69,7 +69,7 @@ class Unreadable:
     offset: int
 
 
-@attrs.frozen(slots=True)
+@attrs.define(slots=True)  # one per event: not frozen (see XEvent); never changed
 class Item:
     """What the reader yields: an event or an unreadable piece, and the offset to resume after it.
 

@@ -108,7 +108,9 @@ class unvalidated:  # noqa: N801 - used like a function: ``with unvalidated():``
 
     def __enter__(self) -> None:
         self._was = attrs.validators.get_disabled()
-        attrs.validators.set_disabled(True)
+        if not self._was:  # nested in an outer unvalidated() (a whole harvest): nothing to switch
+            attrs.validators.set_disabled(True)
 
     def __exit__(self, *_exc: object) -> None:
-        attrs.validators.set_disabled(self._was)
+        if not self._was:
+            attrs.validators.set_disabled(False)

@@ -161,13 +161,17 @@ def _verb(statement_types: tuple[str, ...]) -> str:
     return normalize_name(verbs[0]) if verbs else "query"
 
 
+@lru_cache(maxsize=16384)  # the same statements of the same tasks, run after run: one JobRef each
+def _child_job(namespace: str, parent_job: str, suffix: str) -> JobRef:
+    return JobRef(namespace, f"{parent_job}.{suffix}")
+
+
 @lru_cache(maxsize=4096)
 def _module_part(module: str) -> str:
     return normalize_name(module)
 
 
 @lru_cache(maxsize=16384)  # a task's statements read and write the same tables over and over
-@lru_cache(maxsize=16384)
 def _dataset(namespace: str, name: str) -> Dataset:
     """A dataset without facets; one instance per table, shared between records (the emitter only reads them
     and serializes an instance once while it is recent)."""
@@ -446,11 +450,12 @@ class TaskGrouper:
         return inputs
 
     def _emit_statement(self, statement: Statement, run: TaskRun, parent: RunRef, inputs: list[str]) -> None:
-        job = JobRef(self.job_namespace, f"{parent.job.name}.{statement_job_suffix(statement, inputs)}")
+        job = _child_job(self.job_namespace, parent.job.name, statement_job_suffix(statement, inputs))
         run_id = statement.run_id
         root = self._task_root(run)
-        in_ds = tuple(_dataset(statement.namespace, name) for name in inputs)
-        out_ds = tuple(_dataset(statement.namespace, name) for name in statement.outputs)
+        namespace = statement.namespace
+        in_ds = tuple([_dataset(namespace, name) for name in inputs])
+        out_ds = tuple([_dataset(namespace, name) for name in statement.outputs])
         run_facets: dict[str, Any] = dict(statement.run_facets)
         # facet_v2 validators only urlparse the constant schema URL and producer, at 3/4 of a facet's cost
         with unvalidated():
@@ -470,10 +475,8 @@ class TaskGrouper:
         self._emit(RunRecord(FAIL if statement.failed else COMPLETE, statement.end, job, run_id, self._query_type,
                              parent=parent, root=root, inputs=in_ds, outputs=final_out, run_facets=run_facets,
                              job_facets=job_facets))
-        for name in inputs:
-            run.inputs[(statement.namespace, name)] = None
-        for name in statement.outputs:
-            run.outputs[(statement.namespace, name)] = None
+        run.inputs.update(dict.fromkeys([(namespace, name) for name in inputs]))
+        run.outputs.update(dict.fromkeys([(namespace, name) for name in statement.outputs]))
         run.children += 1
 
     def _complete_module(self, run: TaskRun, module: _ModuleRun) -> None:

@@ -189,10 +189,26 @@ def _dataset_plain(ds: Dataset, output: bool) -> dict[str, Any]:
     return plain
 
 
-@lru_cache(maxsize=4096)
-def _parent_plain(parent: RunRef, root: RunRef | None) -> dict[str, Any]:
+@lru_cache(maxsize=4096)  # equal RunRefs made anew for each child (a producer's choice) still hit this
+def _parent_plain_by_value(parent: RunRef, root: RunRef | None) -> dict[str, Any]:
     with unvalidated():
         return _plain(parent_facet(parent, root))
+
+
+#: Serialized parent facets by the parent RunRef's identity (kept, with the root it was made with): every child
+#: of a task run or Spark app carries the same RunRef instances, and hashing a RunRef costs more than this.
+_PARENTS: dict[int, tuple[RunRef, RunRef | None, dict[str, Any]]] = {}
+
+
+def _parent_plain(parent: RunRef, root: RunRef | None) -> dict[str, Any]:
+    known = _PARENTS.get(id(parent))
+    if known is not None and known[0] is parent and known[1] is root:
+        return known[2]
+    plain = _parent_plain_by_value(parent, root)
+    if len(_PARENTS) >= _RECENT_MAX:
+        _PARENTS.clear()
+    _PARENTS[id(parent)] = (parent, root, plain)
+    return plain
 
 
 def _facets_plain(facets: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,10 @@ Table lineage comes from :func:`harvesters.sql.table_lineage` (T-SQL, the event'
 default database, ``dbo`` as the default schema), cached by the statement's *shape* (literals replaced by
 ``?``) so a statement repeated with other values is parsed once; the SQL facet keeps the original text
 (the emitter redacts it).
+
+Conversion has two halves: :class:`EventReader` reads one event on its own (a :class:`Reading`: lineage, times,
+status, parent ids) and :class:`EventConverter` applies what earlier events left (covered containers, pending
+errors). Large files do the first half in a second process (:func:`read_readings_background`).
 """
 from __future__ import annotations
 

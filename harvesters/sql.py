@@ -486,6 +486,8 @@ class _Analyzer:
         """EXEC proc: unknown body, no lineage. EXEC sp_executesql N'...' / EXEC ('...'): the inner text."""
         if isinstance(node, exp.ExecuteSql):
             first = node.expressions[0] if node.expressions else None
+            if isinstance(first, exp.EQ) and first.this.name.lower() == "stmt":  # @stmt = N'...' (named)
+                first = first.expression
         else:
             first = node.this.this if isinstance(node.this, exp.Subquery) else None
         inner = None

@@ -117,14 +117,22 @@ def _keep_identifiers(match: re.Match[str]) -> str:
     return match.group(1) or "?"
 
 
+#: Text whose string literals the lineage engine reads as SQL (``EXEC ('...')``, ``sp_executesql @stmt = N'...'``,
+#: ``EXECUTE IMMEDIATE '...'``): two such statements differing only in a literal have different lineage.
+_DYNAMIC_SQL = re.compile(r"(?i)\bexec(?:ute)?\b\s*(?:\(|immediate\b|[\w.\[\]]*sp_executesql\b)")
+
+
 def statement_shape(sql: str) -> str:
     """The statement with its literals replaced by ``?``: equal for runs of one statement with other values.
 
     ``sp_executesql`` calls are shaped by the statement inside their first literal (the rest are parameters).
+    Other dynamic SQL is its own shape: the text in its literal decides its lineage.
     """
     inner = _SP_EXECUTESQL.match(sql)
     if inner:
-        return "sp_executesql:" + _SHAPE_TOKENS.sub(_keep_identifiers, inner.group(1).replace("''", "'"))
+        return "sp_executesql:" + statement_shape(inner.group(1).replace("''", "'"))
+    if _DYNAMIC_SQL.search(sql):
+        return sql
     return _SHAPE_TOKENS.sub(_keep_identifiers, sql)
 
 

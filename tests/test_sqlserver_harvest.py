@@ -13,7 +13,7 @@ from xml.sax.saxutils import escape
 import pytest
 
 from harvesters.cli import main
-from harvesters.sqlserver import statement_shape
+from harvesters.sqlserver import LineageCache, statement_shape
 from ol_schema import assert_valid_event
 from http_backend import free_port
 
@@ -94,9 +94,26 @@ def brief(event: dict) -> tuple:
     ("exec sp_executesql N'INSERT INTO a SELECT * FROM b WHERE id = @p0 AND s = ''x''',N'@p0 int',@p0=1001",
      "sp_executesql:INSERT INTO a SELECT * FROM b WHERE id = @p0 AND s = ?"),  # shaped by the inner statement
     ("EXEC sp_executesql N'DELETE FROM c WHERE id = 7'", "sp_executesql:DELETE FROM c WHERE id = ?"),
+    # dynamic SQL in a literal: the literal decides the lineage, so the text is its own shape
+    ("EXEC (N'INSERT INTO a SELECT * FROM b')", "EXEC (N'INSERT INTO a SELECT * FROM b')"),
+    ("execute('DELETE FROM c WHERE id = 7')", "execute('DELETE FROM c WHERE id = 7')"),
+    ("EXEC sys.sp_executesql @stmt = N'INSERT INTO a SELECT 1'", "EXEC sys.sp_executesql @stmt = N'INSERT INTO a SELECT 1'"),
+    ("exec sp_executesql N'EXEC (''DELETE FROM d'')'", "sp_executesql:EXEC ('DELETE FROM d')"),
+    ("EXEC dbo.load_sales @day = '2024-05-01'", "EXEC dbo.load_sales @day = ?"),  # a procedure: literals are values
 ])
 def test_statement_shape(sql, shape):
     assert statement_shape(sql) == shape
+
+
+@pytest.mark.parametrize("first, second", [
+    ("EXEC (N'INSERT INTO a SELECT * FROM b')", "EXEC (N'INSERT INTO c SELECT * FROM d')"),
+    ("EXEC sp_executesql @stmt = N'INSERT INTO a SELECT * FROM b'",
+     "EXEC sp_executesql @stmt = N'INSERT INTO c SELECT * FROM d'"),
+])
+def test_dynamic_sql_differing_in_its_literal_is_not_served_from_the_cache(first, second):
+    cache = LineageCache()
+    assert cache.lineage(first, "DW").outputs == ("DW.dbo.a",)
+    assert cache.lineage(second, "DW").outputs == ("DW.dbo.c",)
 
 
 # ---- each sample alone ----------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ Generates QUERY_HISTORY exports (JSON lines, Snowflake's timestamp format) of 10
 realistic repetition (two dozen query shapes run by a few hundred tagged and untagged sessions with different
 literals, hourly, with QUERY_PARAMETERIZED_HASH as Snowflake fills it; about half the rows carry ACCESS_HISTORY
 objects, a few are failed, SHOW or procedure children), harvests each in a fresh process to the file transport,
-and prints queries/s, peak RSS and CPU per query of each process (files of 16 MB and more are read and parsed by a
-second process, so the rate needs two free cores).
+and prints queries/s, peak RSS and CPU per query of each process (files of 16 MB and more are read, parsed and
+prepared, lineage included, by a second process, so the rate needs two free cores).
 
     .venv/bin/python benchmarks/snowflake_harvest.py                 # 100k and 1M
     .venv/bin/python benchmarks/snowflake_harvest.py --sizes 100000  # one size

@@ -23,6 +23,9 @@ row becomes a :class:`harvesters.tasks.Statement` handed to the source-neutral
 * **Windows and duplicates** (:class:`SeenQueries`): rows are de-duplicated by QUERY_ID; the ids whose
   END_TIME falls in the overlap of the next window are kept in the state, so overlapping windows (late rows)
   never emit a query twice.
+* **Large files**: a second process reads them and prepares each row (:func:`prepare_row`: its task,
+  procedure, lineage without temp tables, ACCESS_HISTORY's datasets); the harvest process adds what needs
+  its state (the session's temp tables, the window, the CALLs read).
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, NamedTuple
 
 import attrs
 import orjson
@@ -279,28 +282,30 @@ def read_history_files(paths: Iterable[str]) -> Iterator[HistoryRow | Unreadable
     return in_start_order(rows())
 
 
-def read_history_files_background(paths: list[str]) -> Iterator[HistoryRow | Unreadable]:
+def read_history_files_background(paths: list[str], max_statement_chars: int = DEFAULT_MAX_STATEMENT_CHARS
+                                  ) -> Iterator[PreparedRow | HistoryRow | Unreadable]:
     """:func:`read_history_files`, the reading, parsing and ordering done by a second process
-    (:mod:`harvesters.background`)."""
-    return read_in_background(send_history_rows, paths, _unpack_row, lambda: read_history_files(paths),
-                              ", ".join(paths))
+    (:mod:`harvesters.background`), which also prepares the rows (:func:`prepare_row`, for
+    ``max_statement_chars``); HistoryRows, not prepared, when no second process can be started."""
+    return read_in_background(send_history_rows, [str(max_statement_chars), *paths], _unpack_row,
+                              lambda: read_history_files(paths), ", ".join(paths))
 
 
-def send_history_rows(*paths: str) -> None:
+def send_history_rows(max_statement_chars: str, *paths: str) -> None:
     """The reading process's side of :func:`read_history_files_background`."""
-    send_items(read_history_files(paths), _pack_row, ", ".join(paths))
+    lineage, max_chars = LineageCache(), int(max_statement_chars)
+    rows = (prepare_row(row, lineage, max_chars) if isinstance(row, HistoryRow) else row
+            for row in read_history_files(paths))
+    send_items(rows, _pack_row, ", ".join(paths))
 
 
-_ROW_FIELDS = tuple(field.name for field in attrs.fields(HistoryRow))
+def _pack_row(row: PreparedRow | Unreadable) -> PreparedRow | str:
+    # a PreparedRow is a tuple: pickled as is
+    return row.reason if isinstance(row, Unreadable) else row
 
 
-def _pack_row(row: HistoryRow | Unreadable) -> tuple[Any, ...]:
-    # plain tuples pickle several times faster than attrs objects
-    return (row.reason,) if isinstance(row, Unreadable) else tuple(getattr(row, name) for name in _ROW_FIELDS)
-
-
-def _unpack_row(packed: tuple[Any, ...]) -> HistoryRow | Unreadable:
-    return Unreadable(packed[0]) if len(packed) == 1 else HistoryRow(*packed)
+def _unpack_row(packed: PreparedRow | str) -> PreparedRow | Unreadable:
+    return Unreadable(packed) if type(packed) is str else packed
 
 
 # ---- tags -------------------------------------------------------------------------------------------------
@@ -387,6 +392,7 @@ def _dataset_names(objects: Iterable[Any] | None) -> list[str]:
     return list(names)
 
 
+@lru_cache(maxsize=8192)  # a few table names, checked for every query of a session with temp tables
 def _last_part(name: str) -> str:
     return name.rsplit(".", 1)[-1].strip('"').casefold()
 
@@ -394,6 +400,12 @@ def _last_part(name: str) -> str:
 def _literal_as_identifier(match: re.Match[str]) -> str:
     """``IDENTIFIER('db.s.t')`` -> ``IDENTIFIER(__lit_<hex of db.s.t>``: a name the statement shape keeps."""
     return f"{match.group(1)}{match.group(2)}__lit_{match.group(3).encode('utf-8').hex()}"
+
+
+def named_temps(sql: str, temps: frozenset[str]) -> frozenset[str]:
+    """The temp tables among ``temps`` whose name is in the text (those that may change its lineage)."""
+    lowered = sql.casefold()
+    return frozenset(t for t in temps if _last_part(t) in lowered)
 
 
 class LineageCache(SqlServerLineageCache):
@@ -410,8 +422,7 @@ class LineageCache(SqlServerLineageCache):
         else:
             shape = "hash:" + parameterized_hash if parameterized_hash else statement_shape(sql)
         if temps:  # only the temp tables the text may name: the others must not split the cache
-            lowered = sql.casefold()
-            temps = frozenset(t for t in temps if _last_part(t) in lowered)
+            temps = named_temps(sql, temps)
         return self.memoised((shape, database, schema, temps), sql, default_database=database,
                              default_schema=schema, temp_tables=temps)
 
@@ -438,6 +449,79 @@ def procedure_name(sql: str) -> str | None:
     return last.group(1).replace('""', '"') if last.group(1) is not None else last.group(2)
 
 
+# ---- prepared rows -----------------------------------------------------------------------------------------
+
+
+class PreparedRow(NamedTuple):
+    """A history row as the harvest uses it: the columns it reads, and what the row alone tells (its task,
+    procedure, the lineage of its text, ACCESS_HISTORY's datasets), worked out by :func:`prepare_row` where the
+    row is read. A tuple: a second process sends it at half the cost of an attrs object."""
+
+    query_id: str
+    text: str
+    start: datetime
+    end: datetime
+    database: str | None
+    schema: str | None
+    query_type: str
+    session: str
+    user: str
+    status: str
+    error: str | None  # a failed query's error message (else its status); None when it succeeded
+    row_count: int | None
+    parameterized_hash: str
+    parent_query_id: str
+    task: str  # the task and parent of :func:`task_of`
+    parent_id: str | None
+    root_parent_id: str | None
+    procedure: str | None  # of a CALL
+    marker: bool  # an explicit run marker (:func:`harvesters.tasks.is_run_marker`)
+    parsed: Lineage | Skip | None  # the text's lineage (see prepare_row's temps); None: not parsed (CALL, SHOW)
+    read: tuple[str, ...] | None  # ACCESS_HISTORY's datasets read; None when the row has no ACCESS_HISTORY
+    written: tuple[str, ...]
+
+
+def prepare_row(row: HistoryRow, lineage: LineageCache, max_statement_chars: int,
+                temps: frozenset[str] = frozenset()) -> PreparedRow:
+    """The :class:`PreparedRow` of a history row: the per-row work that needs no harvest state, done by the
+    reading process for large files. ``temps``: the session's temp tables, known to the harvest process only
+    (it parses again the rows a reading process prepared that name one)."""
+    tag = task_of(row)
+    query_type = row.query_type
+    procedure = procedure_name(row.text) if query_type in CALL_QUERY_TYPES or query_type == "" else None
+    parsed = _parse(row, temps, lineage, max_statement_chars) \
+        if procedure is None and query_type not in NO_LINEAGE_QUERY_TYPES else None
+    read: tuple[str, ...] | None = None
+    written: tuple[str, ...] = ()
+    if row.has_access_history:
+        read = tuple(_dataset_names(row.direct) if row.direct else _dataset_names(row.base))
+        written = tuple(dict.fromkeys([*_dataset_names(row.modified), *_dataset_names(row.modified_by_ddl)]))
+    failed = row.status not in SUCCESS_STATUSES
+    intern = sys.intern  # values repeated across rows as one object: pickle sends each once per batch
+    return PreparedRow(
+        row.query_id, row.text, row.start, row.end, row.database and intern(row.database),
+        row.schema and intern(row.schema), intern(query_type), intern(row.session), intern(row.user),
+        intern(row.status), (row.error_message or f"EXECUTION_STATUS {row.status}") if failed else None,
+        _row_count(row), intern(row.parameterized_hash), row.parent_query_id, tag.task, tag.parent_id,
+        tag.root_parent_id, procedure, is_run_marker(row.text), parsed, read, written)
+
+
+def _parse(row: HistoryRow | PreparedRow, temps: frozenset[str], lineage: LineageCache, max_statement_chars: int
+           ) -> Lineage | Skip:
+    if len(row.text) > max_statement_chars:
+        return Skip(f"statement longer than {max_statement_chars} characters", unparsed=True)
+    found = lineage.lineage(row.text, row.database, row.schema, temps, row.parameterized_hash)
+    if found.error:
+        return Skip(reason_of(found.error), unparsed=True)
+    return found
+
+
+def _row_count(row: HistoryRow) -> int | None:
+    if row.rows_inserted is None and row.rows_updated is None:
+        return None
+    return (row.rows_inserted or 0) + (row.rows_updated or 0)
+
+
 class RowConverter:
     """Turns history rows into :class:`Statement` / :class:`Skip`, remembering CALLs (:attr:`calls`) for their
     children."""
@@ -450,33 +534,37 @@ class RowConverter:
         self._temps: OrderedDict[str, frozenset[str]] = OrderedDict()  # session -> temp tables it created
         self.calls: dict[str, Call] = {}  # CALLs read, by QUERY_ID, until their end is passed
 
-    def convert(self, row: HistoryRow) -> Statement | Skip:
+    def convert(self, row: HistoryRow | PreparedRow) -> Statement | Skip:
+        """The statement of a row (read here, or prepared by a reading process), or why it is skipped."""
         if row.status in UNFINISHED_STATUSES:
             return Skip("query not finished")
-        failed = row.status not in SUCCESS_STATUSES
-        tag = task_of(row)
-        procedure = procedure_name(row.text) if row.query_type in CALL_QUERY_TYPES or row.query_type == "" \
-            else None
-        if procedure is not None:
-            # a CALL: its children carry the lineage; it becomes their module run
-            self.calls[row.query_id] = Call(row.query_id, procedure, row.text, row.end, failed,
-                                            self._error(row) if failed else None, row.parent_query_id)
         temps = self._temps.get(row.session, frozenset())
-        if row.session in self._temps:
+        if temps:
             self._temps.move_to_end(row.session)
+        if type(row) is PreparedRow:  # by a reading process, which parsed the text without the temp tables
+            parsed = row.parsed
+            if parsed is not None and temps and named_temps(row.text, temps):
+                parsed = _parse(row, temps, self.lineage, self.max_statement_chars)
+        else:
+            row = prepare_row(row, self.lineage, self.max_statement_chars, temps)
+            parsed = row.parsed
+        failed = row.error is not None
+        if row.procedure is not None:
+            # a CALL: its children carry the lineage; it becomes their module run
+            self.calls[row.query_id] = Call(row.query_id, row.procedure, row.text, row.end, failed, row.error,
+                                            row.parent_query_id)
         inputs: tuple[str, ...] = ()
         outputs: tuple[str, ...] = ()
         temp_inputs: tuple[str, ...] = ()
         temp_outputs: tuple[str, ...] = ()
         types: tuple[str, ...] = (row.query_type,) if row.query_type else ()
-        if procedure is None and row.query_type not in NO_LINEAGE_QUERY_TYPES:
-            parsed = self._parse(row, temps)
-            if isinstance(parsed, Skip) and not row.has_access_history:
+        if parsed is not None:
+            if isinstance(parsed, Skip) and row.read is None:
                 return parsed
             if not isinstance(parsed, Skip):
                 temp_inputs, temp_outputs = parsed.temp_inputs, parsed.temp_outputs
                 types = types or parsed.statement_types
-            if row.has_access_history:
+            if row.read is not None:
                 inputs, outputs, temp_inputs, temp_outputs = self._access_lineage(
                     row, temps | {t.casefold() for t in temp_outputs}, temp_inputs, temp_outputs)
             elif not isinstance(parsed, Skip):
@@ -486,13 +574,12 @@ class RowConverter:
         module_key = row.parent_query_id or None
         module, outer, module_facets = self._modules(module_key) if module_key else (None, (), {})
         return Statement(
-            query_id=row.query_id, start=row.start, end=row.end, task=tag.task, host=row.user,
+            query_id=row.query_id, start=row.start, end=row.end, task=row.task, host=row.user,
             session=row.session, sql=row.text, namespace=self.namespace, dialect=DIALECT, inputs=inputs,
             outputs=outputs, temp_inputs=temp_inputs, temp_outputs=temp_outputs, statement_types=types,
-            failed=failed, error_message=self._error(row) if failed else None, parent_id=tag.parent_id,
-            root_parent_id=tag.root_parent_id, marker=is_run_marker(row.text), module=module, module_key=module_key,
-            outer_modules=outer, module_facets=module_facets, row_count=self._row_count(row),
-            run_facets=query_facets(row.query_id, self.namespace),
+            failed=failed, error_message=row.error, parent_id=row.parent_id, root_parent_id=row.root_parent_id,
+            marker=row.marker, module=module, module_key=module_key, outer_modules=outer,
+            module_facets=module_facets, row_count=row.row_count, run_facets=query_facets(row.query_id, self.namespace),
         )
 
     def _modules(self, call_id: str) -> tuple[str, tuple[tuple[str, str], ...], dict[str, Any]]:
@@ -510,19 +597,11 @@ class RowConverter:
         chain.reverse()
         return chain[-1][0], tuple(chain[:-1]), facets
 
-    def _parse(self, row: HistoryRow, temps: frozenset[str]) -> Lineage | Skip:
-        if len(row.text) > self.max_statement_chars:
-            return Skip(f"statement longer than {self.max_statement_chars} characters", unparsed=True)
-        found = self.lineage.lineage(row.text, row.database, row.schema, temps, row.parameterized_hash)
-        if found.error:
-            return Skip(reason_of(found.error), unparsed=True)
-        return found
-
-    def _access_lineage(self, row: HistoryRow, temps: frozenset[str], parsed_temp_inputs: tuple[str, ...],
+    @staticmethod
+    def _access_lineage(row: PreparedRow, temps: frozenset[str], parsed_temp_inputs: tuple[str, ...],
                         parsed_temp_outputs: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
         """ACCESS_HISTORY's objects, the session's temp tables set apart (ACCESS_HISTORY lists them as tables)."""
-        read = _dataset_names(row.direct) if row.direct else _dataset_names(row.base)
-        written = list(dict.fromkeys([*_dataset_names(row.modified), *_dataset_names(row.modified_by_ddl)]))
+        read, written = row.read or (), row.written
         temp_names = {_last_part(t) for t in temps}
         temp_in = [n for n in read if _last_part(n) in temp_names]
         temp_out = [n for n in written if _last_part(n) in temp_names]
@@ -537,16 +616,6 @@ class RowConverter:
         self._temps.move_to_end(session)
         if len(self._temps) > SESSION_MEMORY:
             self._temps.popitem(last=False)
-
-    @staticmethod
-    def _error(row: HistoryRow) -> str:
-        return row.error_message or f"EXECUTION_STATUS {row.status}"
-
-    @staticmethod
-    def _row_count(row: HistoryRow) -> int | None:
-        if row.rows_inserted is None and row.rows_updated is None:
-            return None
-        return (row.rows_inserted or 0) + (row.rows_updated or 0)
 
 
 # ---- facets the grouper does not add --------------------------------------------------------------------
@@ -629,7 +698,7 @@ class Harvest:
         self._tick = tick
         self._call_ends: list[tuple[datetime, str]] = []
 
-    def feed(self, row: HistoryRow | Unreadable) -> None:
+    def feed(self, row: HistoryRow | PreparedRow | Unreadable) -> None:
         """Handle one row (rows must come in START_TIME order, see :func:`in_start_order`)."""
         if isinstance(row, Unreadable):
             self.counts.unreadable[row.reason] += 1

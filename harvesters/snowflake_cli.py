@@ -174,8 +174,10 @@ def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, check
     seen = SeenQueries(checkpoint.last.get("seen"), overlap)
     harvest = Harvest(converter, grouper, Window(start, args.until), seen, progress.tick)
 
-    in_background = "-" not in args.history and worth_a_second_process(*args.history)
-    rows = (read_history_files_background if in_background else read_history_files)(args.history)
+    if "-" not in args.history and worth_a_second_process(*args.history):
+        rows = read_history_files_background(args.history, converter.max_statement_chars)
+    else:
+        rows = read_history_files(args.history)
     with contextlib.closing(rows):  # stops a background reader at once when stopping early
         for row in rows:
             harvest.feed(row)

@@ -14,8 +14,8 @@ import pytest
 
 from harvesters.cli import main
 from harvesters.snowflake import (
-    LineageCache, RowConverter, SeenQueries, Unreadable, in_start_order, object_name, parse_time, procedure_name,
-    read_history, row_from_mapping, task_of,
+    HistoryRow, LineageCache, RowConverter, SeenQueries, Unreadable, in_start_order, object_name, parse_time,
+    prepare_row, procedure_name, read_history, read_history_files, row_from_mapping, task_of,
 )
 from harvesters.sqlserver import Skip
 from harvesters.tasks import task_job_name
@@ -152,6 +152,41 @@ def test_lineage_cache_by_parameterized_hash_and_shape_but_not_for_identifier():
                ])]
     assert [r.outputs for r in results] == [("SALES.PUBLIC.A",)] * 4 + [("SALES.PUBLIC.C",), ("SALES.PUBLIC.D",)]
     assert (cache.hits, cache.misses) == (2, 4)
+
+
+# rows whose conversion depends on the session's temp tables, the statement limit, or a procedure
+SESSION_ROWS = [
+    row("t1", 0, "CREATE TEMPORARY TABLE stage_orders AS SELECT * FROM raw.orders"),
+    row("t2", 1, "INSERT INTO fct.orders SELECT * FROM stage_orders"),  # reads the temp table
+    row("t3", 2, "INSERT INTO fct.orders SELECT * FROM stage_orders",  # ACCESS_HISTORY lists it as a table
+        DIRECT_OBJECTS_ACCESSED=json.dumps([{"objectDomain": "Table", "objectName": "SALES.PUBLIC.STAGE_ORDERS"}]),
+        OBJECTS_MODIFIED=json.dumps([{"objectDomain": "Table", "objectName": "SALES.FCT.ORDERS"}])),
+    row("t4", 3, "INSERT INTO other.t SELECT * FROM stage_orders", SESSION_ID="2"),  # another session's table
+    row("t5", 4, "INSERT INTO fct.orders SELECT * FROM raw.orders WHERE note = '" + "x" * 200 + "'"),  # too long
+    row("t6", 5, "SELEC nonsense FROM"),  # unparseable
+    row("t7", 6, "SELEC nonsense FROM",
+        OBJECTS_MODIFIED=json.dumps([{"objectDomain": "Table", "objectName": "A.B.C"}])),
+    row("t8", 7, "SELECT 1", EXECUTION_STATUS="RUNNING"),
+    row("c1", 8, "CALL etl.load_all()", QUERY_TYPE="CALL", EXECUTION_STATUS="FAILED_WITH_ERROR"),
+    row("c2", 9, "INSERT INTO fct.x SELECT * FROM stage_orders", PARENT_QUERY_ID="c1"),
+    row("t9", 10, "SHOW TABLES", QUERY_TYPE="SHOW"),
+]
+
+
+def test_prepared_rows_convert_as_the_rows_read_here():
+    # the reading process prepares rows with its own lineage cache, never seeing the session's temp tables
+    rows = [r for r in read_history_files([str(FIXTURES / "history.csv"), str(FIXTURES / "access_history.jsonl")])
+            if isinstance(r, HistoryRow)] + [row_from_mapping(r) for r in SESSION_ROWS]
+    here, there, reader_cache = RowConverter(NS, LineageCache(), 120), RowConverter(NS, LineageCache(), 120), \
+        LineageCache()
+    results = [(here.convert(r), there.convert(prepare_row(r, reader_cache, 120))) for r in rows]
+    assert [prepared for _, prepared in results] == [read_here for read_here, _ in results]
+    by_id = dict(zip([r.query_id for r in rows], [read_here for read_here, _ in results]))
+    assert by_id["t2"].temp_inputs == ("stage_orders",) and by_id["t3"].temp_inputs == ("stage_orders", "STAGE_ORDERS")
+    assert by_id["t4"].inputs == ("SALES.PUBLIC.STAGE_ORDERS",)
+    assert by_id["t5"] == Skip("statement longer than 120 characters", unparsed=True)
+    assert by_id["c2"].module == "load_all" and by_id["c2"].temp_inputs == ("stage_orders",)
+    assert here.calls == there.calls and here.calls["c1"].failed
 
 
 @pytest.mark.parametrize("name,expected", [

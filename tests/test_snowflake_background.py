@@ -1,5 +1,6 @@
 """Snowflake history files read in a second process (harvesters.background): the same rows in the same order as
-read in process, failures raised, and the CLI's events unchanged when it reads that way."""
+read in process, prepared there as they would be here, failures raised, and the CLI's events unchanged when it
+reads that way."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,7 +8,11 @@ from pathlib import Path
 import pytest
 
 from harvesters import background
-from harvesters.snowflake import read_history_files, read_history_files_background
+from harvesters.snowflake import (
+    DEFAULT_MAX_STATEMENT_CHARS, HistoryRow, LineageCache, prepare_row, read_history_files,
+    read_history_files_background,
+)
+from harvesters.sqlserver import Skip
 from test_snowflake import FIXTURES, GOOD, GOOD2, harvest, history, row
 
 # input name -> files (made in tmp_path from fixtures or rows); each read both ways must give equal rows
@@ -28,13 +33,36 @@ def _inputs(tmp_path: Path) -> dict[str, list[str]]:
     }
 
 
+def prepared_here(paths: list[str], max_statement_chars: int = DEFAULT_MAX_STATEMENT_CHARS) -> list:
+    """The rows read in this process, prepared as the reading process prepares them."""
+    cache = LineageCache()
+    return [prepare_row(r, cache, max_statement_chars) if isinstance(r, HistoryRow) else r
+            for r in read_history_files(paths)]
+
+
 @pytest.mark.parametrize("name", ["csv export", "access history", "two overlapping windows",
                                   "reverse order, 1500 rows", "unreadable lines"])
 def test_same_rows_as_in_process(tmp_path, name):
     paths = _inputs(tmp_path)[name]
-    here = list(read_history_files(paths))
+    here = prepared_here(paths)
     assert here  # the case reads something
     assert list(read_history_files_background(paths)) == here
+
+
+def test_the_reader_prepares_for_the_harvest_s_statement_limit(tmp_path):
+    paths = _inputs(tmp_path)["csv export"]
+    rows = list(read_history_files_background(paths, max_statement_chars=60))
+    assert rows == prepared_here(paths, 60)
+    assert Skip("statement longer than 60 characters", unparsed=True) in [r.parsed for r in rows]
+
+
+def test_rows_are_read_here_when_no_process_can_be_started(tmp_path, monkeypatch):
+    def no_process(*args, **kwargs):
+        raise OSError("no more processes")
+
+    monkeypatch.setattr(background.subprocess, "Popen", no_process)
+    paths = _inputs(tmp_path)["two overlapping windows"]
+    assert list(read_history_files_background(paths)) == list(read_history_files(paths))  # the harvest prepares them
 
 
 def test_a_reading_error_is_an_oserror(tmp_path):
@@ -47,12 +75,13 @@ def test_closing_early_stops_the_reader(tmp_path, child_processes):
     rows = read_history_files_background(paths)
     first = [next(rows) for _ in range(3)]
     rows.close()
-    assert first == list(read_history_files(paths))[:3]
+    assert first == prepared_here(paths)[:3]
     assert child_processes[0].returncode is not None  # ended and reaped
 
 
-def test_cli_events_are_the_same_when_read_in_a_second_process(tmp_path, monkeypatch, child_processes):
-    files = ["--history", str(FIXTURES / "window1.jsonl"), "--history", str(FIXTURES / "window2.jsonl")]
+@pytest.mark.parametrize("limit", [[], ["--max-statement-chars", "50"]])  # 50: some texts are longer
+def test_cli_events_are_the_same_when_read_in_a_second_process(tmp_path, monkeypatch, child_processes, limit):
+    files = ["--history", str(FIXTURES / "window1.jsonl"), "--history", str(FIXTURES / "window2.jsonl"), *limit]
     (tmp_path / "here").mkdir()
     (tmp_path / "there").mkdir()
     code_here, here = harvest(tmp_path / "here", *files)

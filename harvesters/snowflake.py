@@ -50,7 +50,15 @@ from harvesters.background import read_in_background, send_items
 from harvesters.sqlserver import Lineage, Skip, reason_of, statement_shape
 from harvesters.sqlserver import LineageCache as SqlServerLineageCache
 from harvesters.state import Window
-from harvesters.tasks import UNKNOWN_TASK, Statement, TaskGrouper, find_parent_ids, is_run_marker, task_job_name
+from harvesters.tasks import (
+    UNKNOWN_TASK,
+    Statement,
+    TaskGrouper,
+    find_parent_ids,
+    is_run_marker,
+    statement_run_id,
+    task_job_name,
+)
 
 DIALECT = "snowflake"
 INTEGRATION = "SNOWFLAKE"
@@ -282,19 +290,20 @@ def read_history_files(paths: Iterable[str]) -> Iterator[HistoryRow | Unreadable
     return in_start_order(rows())
 
 
-def read_history_files_background(paths: list[str], max_statement_chars: int = DEFAULT_MAX_STATEMENT_CHARS
+def read_history_files_background(paths: list[str], namespace: str,
+                                  max_statement_chars: int = DEFAULT_MAX_STATEMENT_CHARS
                                   ) -> Iterator[PreparedRow | HistoryRow | Unreadable]:
     """:func:`read_history_files`, the reading, parsing and ordering done by a second process
-    (:mod:`harvesters.background`), which also prepares the rows (:func:`prepare_row`, for
-    ``max_statement_chars``); HistoryRows, not prepared, when no second process can be started."""
-    return read_in_background(send_history_rows, [str(max_statement_chars), *paths], _unpack_row,
+    (:mod:`harvesters.background`), which also prepares the rows (:func:`prepare_row`, for the account's dataset
+    ``namespace`` and ``max_statement_chars``); HistoryRows, not prepared, when no second process can be started."""
+    return read_in_background(send_history_rows, [namespace, str(max_statement_chars), *paths], _unpack_row,
                               lambda: read_history_files(paths), ", ".join(paths))
 
 
-def send_history_rows(max_statement_chars: str, *paths: str) -> None:
+def send_history_rows(namespace: str, max_statement_chars: str, *paths: str) -> None:
     """The reading process's side of :func:`read_history_files_background`."""
     lineage, max_chars = LineageCache(), int(max_statement_chars)
-    rows = (prepare_row(row, lineage, max_chars) if isinstance(row, HistoryRow) else row
+    rows = (prepare_row(row, lineage, max_chars, namespace) if isinstance(row, HistoryRow) else row
             for row in read_history_files(paths))
     send_items(rows, _pack_row, ", ".join(paths))
 
@@ -479,13 +488,15 @@ class PreparedRow(NamedTuple):
     parsed: Lineage | Skip | None  # the text's lineage (see prepare_row's temps); None: not parsed (CALL, SHOW)
     read: tuple[str, ...] | None  # ACCESS_HISTORY's datasets read; None when the row has no ACCESS_HISTORY
     written: tuple[str, ...]
+    run_id: str  # of the query's run (:func:`harvesters.tasks.statement_run_id`)
 
 
-def prepare_row(row: HistoryRow, lineage: LineageCache, max_statement_chars: int,
+def prepare_row(row: HistoryRow, lineage: LineageCache, max_statement_chars: int, namespace: str,
                 temps: frozenset[str] = frozenset()) -> PreparedRow:
     """The :class:`PreparedRow` of a history row: the per-row work that needs no harvest state, done by the
-    reading process for large files. ``temps``: the session's temp tables, known to the harvest process only
-    (it parses again the rows a reading process prepared that name one)."""
+    reading process for large files. ``namespace``: the account's dataset namespace (in the run id);
+    ``temps``: the session's temp tables, known to the harvest process only (it parses again the rows a
+    reading process prepared that name one)."""
     tag = task_of(row)
     query_type = row.query_type
     procedure = procedure_name(row.text) if query_type in CALL_QUERY_TYPES or query_type == "" else None
@@ -503,7 +514,8 @@ def prepare_row(row: HistoryRow, lineage: LineageCache, max_statement_chars: int
         row.schema and intern(row.schema), intern(query_type), intern(row.session), intern(row.user),
         intern(row.status), (row.error_message or f"EXECUTION_STATUS {row.status}") if failed else None,
         _row_count(row), intern(row.parameterized_hash), row.parent_query_id, tag.task, tag.parent_id,
-        tag.root_parent_id, procedure, is_run_marker(row.text), parsed, read, written)
+        tag.root_parent_id, procedure, is_run_marker(row.text), parsed, read, written,
+        statement_run_id(row.start, namespace, row.query_id))
 
 
 def _parse(row: HistoryRow | PreparedRow, temps: frozenset[str], lineage: LineageCache, max_statement_chars: int
@@ -546,7 +558,7 @@ class RowConverter:
             if parsed is not None and temps and named_temps(row.text, temps):
                 parsed = _parse(row, temps, self.lineage, self.max_statement_chars)
         else:
-            row = prepare_row(row, self.lineage, self.max_statement_chars, temps)
+            row = prepare_row(row, self.lineage, self.max_statement_chars, self.namespace, temps)
             parsed = row.parsed
         failed = row.error is not None
         if row.procedure is not None:
@@ -580,6 +592,7 @@ class RowConverter:
             failed=failed, error_message=row.error, parent_id=row.parent_id, root_parent_id=row.root_parent_id,
             marker=row.marker, module=module, module_key=module_key, outer_modules=outer,
             module_facets=module_facets, row_count=row.row_count, run_facets=query_facets(row.query_id, self.namespace),
+            run_id=row.run_id,
         )
 
     def _modules(self, call_id: str) -> tuple[str, tuple[tuple[str, str], ...], dict[str, Any]]:

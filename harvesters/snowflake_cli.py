@@ -175,7 +175,8 @@ def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, check
     harvest = Harvest(converter, grouper, Window(start, args.until), seen, progress.tick)
 
     if "-" not in args.history and worth_a_second_process(*args.history):
-        rows = read_history_files_background(args.history, converter.max_statement_chars)
+        rows = read_history_files_background(args.history, converter.namespace,
+                                             converter.max_statement_chars)
     else:
         rows = read_history_files(args.history)
     with contextlib.closing(rows):  # stops a background reader at once when stopping early

@@ -110,7 +110,12 @@ class Statement:
     #: the id of its child run, fixed by its start and query id: worked out where the statement is made (the
     #: reading process of a large file) rather than in the harvest process
     run_id: str = attrs.field(default=attrs.Factory(
-        lambda self: stable_run_id(self.start, "statement", self.namespace, self.query_id), takes_self=True))
+        lambda self: statement_run_id(self.start, self.namespace, self.query_id), takes_self=True))
+
+
+def statement_run_id(start: datetime, namespace: str, query_id: str) -> str:
+    """The run id of a statement's child run: fixed by its start, its server's namespace and its query id."""
+    return stable_run_id(start, "statement", namespace, query_id)
 
 
 def find_parent_ids(task: str, sql: str) -> tuple[str | None, str | None]:

@@ -11,16 +11,29 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-
-from harvesters.cli import main
-from harvesters.snowflake import (
-    HistoryRow, LineageCache, RowConverter, SeenQueries, Unreadable, in_start_order, object_name, parse_time,
-    prepare_row, procedure_name, read_history, read_history_files, row_from_mapping, task_of,
-)
-from harvesters.sqlserver import Skip
-from harvesters.tasks import task_job_name
 from http_backend import free_port
 from ol_schema import assert_valid_event
+
+from emitter.run_ids import stable_run_id
+from harvesters.cli import main
+from harvesters.snowflake import (
+    HistoryRow,
+    LineageCache,
+    RowConverter,
+    SeenQueries,
+    Unreadable,
+    in_start_order,
+    object_name,
+    parse_time,
+    prepare_row,
+    procedure_name,
+    read_history,
+    read_history_files,
+    row_from_mapping,
+    task_of,
+)
+from harvesters.sqlserver import Skip
+from harvesters.tasks import Statement, task_job_name
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures" / "snowflake"
@@ -179,8 +192,10 @@ def test_prepared_rows_convert_as_the_rows_read_here():
             if isinstance(r, HistoryRow)] + [row_from_mapping(r) for r in SESSION_ROWS]
     here, there, reader_cache = RowConverter(NS, LineageCache(), 120), RowConverter(NS, LineageCache(), 120), \
         LineageCache()
-    results = [(here.convert(r), there.convert(prepare_row(r, reader_cache, 120))) for r in rows]
+    results = [(here.convert(r), there.convert(prepare_row(r, reader_cache, 120, NS))) for r in rows]
     assert [prepared for _, prepared in results] == [read_here for read_here, _ in results]
+    for statement in (s for s, _ in results if isinstance(s, Statement)):  # the id the grouper gave it before
+        assert statement.run_id == stable_run_id(statement.start, "statement", NS, statement.query_id)
     by_id = dict(zip([r.query_id for r in rows], [read_here for read_here, _ in results]))
     assert by_id["t2"].temp_inputs == ("stage_orders",) and by_id["t3"].temp_inputs == ("stage_orders", "STAGE_ORDERS")
     assert by_id["t4"].inputs == ("SALES.PUBLIC.STAGE_ORDERS",)

@@ -13,7 +13,7 @@ from harvesters.snowflake import (
     read_history_files_background,
 )
 from harvesters.sqlserver import Skip
-from test_snowflake import FIXTURES, GOOD, GOOD2, harvest, history, row
+from test_snowflake import FIXTURES, GOOD, GOOD2, NS, harvest, history, row
 
 # input name -> files (made in tmp_path from fixtures or rows); each read both ways must give equal rows
 BAD_LINES = '{"QUERY_ID": "q0"}\n{not json\n\n["a list"]\n'
@@ -36,7 +36,7 @@ def _inputs(tmp_path: Path) -> dict[str, list[str]]:
 def prepared_here(paths: list[str], max_statement_chars: int = DEFAULT_MAX_STATEMENT_CHARS) -> list:
     """The rows read in this process, prepared as the reading process prepares them."""
     cache = LineageCache()
-    return [prepare_row(r, cache, max_statement_chars) if isinstance(r, HistoryRow) else r
+    return [prepare_row(r, cache, max_statement_chars, NS) if isinstance(r, HistoryRow) else r
             for r in read_history_files(paths)]
 
 
@@ -46,12 +46,12 @@ def test_same_rows_as_in_process(tmp_path, name):
     paths = _inputs(tmp_path)[name]
     here = prepared_here(paths)
     assert here  # the case reads something
-    assert list(read_history_files_background(paths)) == here
+    assert list(read_history_files_background(paths, NS)) == here
 
 
 def test_the_reader_prepares_for_the_harvest_s_statement_limit(tmp_path):
     paths = _inputs(tmp_path)["csv export"]
-    rows = list(read_history_files_background(paths, max_statement_chars=60))
+    rows = list(read_history_files_background(paths, NS, max_statement_chars=60))
     assert rows == prepared_here(paths, 60)
     assert Skip("statement longer than 60 characters", unparsed=True) in [r.parsed for r in rows]
 
@@ -62,17 +62,17 @@ def test_rows_are_read_here_when_no_process_can_be_started(tmp_path, monkeypatch
 
     monkeypatch.setattr(background.subprocess, "Popen", no_process)
     paths = _inputs(tmp_path)["two overlapping windows"]
-    assert list(read_history_files_background(paths)) == list(read_history_files(paths))  # the harvest prepares them
+    assert list(read_history_files_background(paths, NS)) == list(read_history_files(paths))  # the harvest prepares them
 
 
 def test_a_reading_error_is_an_oserror(tmp_path):
     with pytest.raises(OSError, match=r"reading .*gone\.jsonl failed: FileNotFoundError"):
-        list(read_history_files_background([str(tmp_path / "gone.jsonl")]))
+        list(read_history_files_background([str(tmp_path / "gone.jsonl")], NS))
 
 
 def test_closing_early_stops_the_reader(tmp_path, child_processes):
     paths = _inputs(tmp_path)["reverse order, 1500 rows"]
-    rows = read_history_files_background(paths)
+    rows = read_history_files_background(paths, NS)
     first = [next(rows) for _ in range(3)]
     rows.close()
     assert first == prepared_here(paths)[:3]

@@ -157,8 +157,10 @@ def main() -> int:
               f"{result['rate']:,.0f} queries/s, peak RSS {result['peak_rss_mb']:.0f} MB "
               f"(reader process {result['reader_rss_mb']:.0f} MB), {result['events']:,} events, "
               f"exit {result['exit']} -> {'OK' if good else 'BELOW TARGET'}")
+        cores = (result["cpu_us"] + result["reader_cpu_us"]) * result["rate"] / 1e6
         print(f"  CPU per query: harvest process {result['cpu_us']:.0f} us, reader process "
-              f"{result['reader_cpu_us']:.0f} us (wall time needs both cores free: compare CPU on a busy machine)")
+              f"{result['reader_cpu_us']:.0f} us; {cores:.2f} cores busy on average (wall time needs both cores "
+              f"free: on a busy machine compare CPU)")
         if summary:
             print("  " + summary[-1])
     print(f"targets: >= {TARGET_RATE:,} queries/s, <= {TARGET_RSS_MB} MB peak RSS at 1M")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import hashlib
 import json
 import logging
@@ -131,11 +132,17 @@ def main(argv: list[str] | None = None) -> int:
     command = argv[0] if argv and argv[0] in SUBCOMMANDS else None
     args = build_parser(command).parse_args(argv)
     from emitter.records import unvalidated
+    from harvesters.background import HARVEST_GC_THRESHOLDS
 
-    # A harvest builds every facet from its own records, three per statement: validators off once for the
-    # whole run instead of around each build (the events are checked against the official schemas in tests).
-    with unvalidated():
-        return args.run(args)
+    thresholds = gc.get_threshold()
+    gc.set_threshold(*HARVEST_GC_THRESHOLDS)
+    try:
+        # A harvest builds every facet from its own records, three per statement: validators off once for the
+        # whole run instead of around each build (the events are checked against the schemas in tests).
+        with unvalidated():
+            return args.run(args)
+    finally:
+        gc.set_threshold(*thresholds)  # main() may be called in a longer-lived process (tests, a scheduler)
 
 
 # ---- shared pieces -------------------------------------------------------------------------------------

@@ -95,10 +95,12 @@ _RECENT: dict[int, tuple[Any, dict[str, Any]]] = {}
 _RECENT_MAX = 4096
 
 
-def _remember(key: int, instance: Any, plain: dict[str, Any]) -> None:
-    if len(_RECENT) >= _RECENT_MAX:
-        _RECENT.clear()
-    _RECENT[key] = (instance, plain)
+def _remember(memo: dict[int, Any], key: int, entry: Any) -> None:
+    """Store ``entry`` in one of the identity memos below, emptying it first when full: the entries keep their
+    instances alive, so the memo is bounded and ids cannot be reused while remembered."""
+    if len(memo) >= _RECENT_MAX:
+        memo.clear()
+    memo[key] = entry
 
 
 @lru_cache(maxsize=16384)
@@ -159,7 +161,7 @@ def _plain(value: Any, key: str = "") -> Any:
         else:
             out[name] = _plain(field_value, name)
     if "_producer" in out:  # a facet: remember it for the next event that carries the same instance
-        _remember(id(value), value, out)
+        _remember(_RECENT, id(value), (value, out))
     return out
 
 
@@ -170,8 +172,8 @@ _OUTPUTS: dict[int, tuple[Dataset, dict[str, Any]]] = {}
 
 
 def _dataset_plain(ds: Dataset, output: bool) -> dict[str, Any]:
-    """An input or output dataset, written out like the RunEvent shell; serialized once per Dataset instance
-    while it is recent, unless it has input/output facets (row counts: one instance per run)."""
+    """An input or output dataset, written out like the RunEvent shell (see :data:`SHELL_FIELDS`); serialized once
+    per Dataset instance while it is recent, unless it has input/output facets (row counts: one instance per run)."""
     memo = _OUTPUTS if output else _INPUTS
     known = memo.get(id(ds))
     if known is not None and known[0] is ds:
@@ -183,9 +185,7 @@ def _dataset_plain(ds: Dataset, output: bool) -> dict[str, Any]:
         io_facets = built.outputFacets if output else built.inputFacets  # type: ignore[union-attr]
         plain["outputFacets" if output else "inputFacets"] = _facets_plain(io_facets)  # type: ignore[arg-type]
         return plain
-    if len(memo) >= _RECENT_MAX:
-        memo.clear()
-    memo[id(ds)] = (ds, plain)
+    _remember(memo, id(ds), (ds, plain))
     return plain
 
 
@@ -205,9 +205,7 @@ def _parent_plain(parent: RunRef, root: RunRef | None) -> dict[str, Any]:
     if known is not None and known[0] is parent and known[1] is root:
         return known[2]
     plain = _parent_plain_by_value(parent, root)
-    if len(_PARENTS) >= _RECENT_MAX:
-        _PARENTS.clear()
-    _PARENTS[id(parent)] = (parent, root, plain)
+    _remember(_PARENTS, id(parent), (parent, root, plain))
     return plain
 
 
@@ -230,9 +228,7 @@ def _job(record: RunRecord) -> tuple[event_v2.Job, dict[str, Any]]:
                        facets={**facets, "jobType": _job_type_facet(record.job_type)})
     plain = {"namespace": _string(job.namespace, "namespace"), "name": _string(job.name, "name"),
              "facets": _facets_plain(job.facets)}  # type: ignore[arg-type]
-    if len(_JOBS) >= _RECENT_MAX:
-        _JOBS.clear()
-    _JOBS[id(facets)] = (facets, record.job, record.job_type, job, plain)
+    _remember(_JOBS, id(facets), (facets, record.job, record.job_type, job, plain))
     return job, plain
 
 

@@ -101,7 +101,8 @@ class unvalidated:  # noqa: N801 - used like a function: ``with unvalidated():``
 
     openlineage-python's validators re-check what we build from our own records (UUIDs, ISO times, the
     constant schema URLs) and cost three quarters of a build; the official JSON schemas check our events in
-    the tests instead. The flag is process-wide, so it is held for the build only.
+    the tests instead. The flag is process-wide, so a host process holds it for the build only; a ``harvest``
+    process holds it for the whole run, and the nested ones then switch nothing.
     """
 
     __slots__ = ("_was",)

@@ -401,13 +401,16 @@ def send_readings(path: str, namespace: str, max_statement_chars: str, start_off
 
 
 _STATEMENT_FIELDS = tuple(field.name for field in attrs.fields(Statement))
+#: Fields repeated across a task's statements: interned, pickle sends each value once per batch.
+_REPEATED_FIELDS = tuple(_STATEMENT_FIELDS.index(name) for name in ("task", "host"))
 #: Packed results by kind: plain tuples pickle and load several times faster than attrs objects.
 _STATEMENT, _SKIP, _MODULE_END, _ERROR = range(4)
 
 
 def _pack_statement(statement: Statement) -> tuple[Any, ...]:
     values = [getattr(statement, name) for name in _STATEMENT_FIELDS]
-    values[3], values[4] = sys.intern(values[3]), sys.intern(values[4])  # task, host: pickled once per batch
+    for index in _REPEATED_FIELDS:
+        values[index] = sys.intern(values[index])
     return tuple(values)
 
 
@@ -633,7 +636,8 @@ class Harvest:
         self._tick = tick
 
     def feed(self, value: XEvent | Reading | Unreadable) -> bool:
-        """Handle one event (or its reading); False when it lies at or after the window's end (stop there, do not consume it)."""
+        """Handle one event (or its reading); False when it lies at or after the window's end (stop there, do
+        not consume it)."""
         if isinstance(value, Unreadable):
             self.counts.unreadable[value.reason] += 1
             return True

@@ -203,6 +203,14 @@ class _ModuleRun:
     # the source's facets for this run, on its START and its end (kept in memory only, not in the state)
     run_facets: Mapping[str, Any] = attrs.field(factory=dict)
     job_facets: Mapping[str, Any] = attrs.field(factory=dict)
+    _ref: RunRef | None = attrs.field(default=None, init=False, repr=False, eq=False)
+
+    @property
+    def ref(self) -> RunRef:
+        """This run as the parent of its statements and callees (one object, as :attr:`TaskRun.ref`)."""
+        if self._ref is None:
+            self._ref = RunRef(self.run_id, self.job)
+        return self._ref
 
 
 @attrs.define
@@ -331,7 +339,7 @@ class TaskGrouper:
         parent = run.ref
         if statement.module and statement.module_key:
             module = self._module(key, run, statement)
-            parent = RunRef(module.run_id, module.job)
+            parent = module.ref
         self._emit_statement(statement, run, parent, inputs)
 
     def end_module(self, module_key: str, end: datetime, failed: bool = False,
@@ -423,7 +431,7 @@ class TaskGrouper:
         for name, module_key in (*statement.outer_modules, (statement.module or "", statement.module_key or "")):
             module = run.modules.get(module_key) or self._start_module(key, run, statement, name, module_key, caller)
             module.last_end = max(module.last_end, statement.end)
-            caller = RunRef(module.run_id, module.job)
+            caller = module.ref
         assert module is not None
         return module
 

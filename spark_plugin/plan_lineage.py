@@ -24,13 +24,9 @@ from openlineage.client.facet_v2 import (
 from emitter import naming
 from emitter.records import Dataset
 from spark_plugin import plan_tree
-from spark_plugin.plan_datasets import (
-    INPUT_HANDLERS,
-    OUTPUT_HANDLERS,
-    TARGET_FIELDS,
-    PlanContext,
-    RawDataset,
-)
+from spark_plugin.plan_context import PlanContext, RawDataset
+from spark_plugin.plan_inputs import INPUT_HANDLERS, TARGET_FIELDS
+from spark_plugin.plan_outputs import OUTPUT_HANDLERS
 from spark_plugin.plan_tree import PlanNode
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,222 @@
+"""Datasets of the relations (leaves) of a Spark optimized plan: :data:`INPUT_HANDLERS`, keyed by the node's
+simple class name, and :data:`TARGET_FIELDS` (a command's write target, not walked for inputs)."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+
+from emitter import naming
+from spark_plugin import plan_tree
+from spark_plugin.plan_context import (
+    PlanContext,
+    RawDataset,
+    Schema,
+    catalog_table_raw,
+    hive_catalog,
+    path_raw,
+)
+from spark_plugin.plan_jdbc import jdbc_raws
+from spark_plugin.plan_tree import PlanNode
+
+log = logging.getLogger(__name__)
+
+
+def _logical_relation(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
+    """``LogicalRelation``: catalog table, else HadoopFsRelation paths, else JDBC (JVM order)."""
+    schema = plan_tree.output_schema(node.fields.get("output"))
+    jnode = ctx.jvm_node(node)
+    table_json = node.fields.get("catalogTable")
+    if table_json:
+        return [catalog_table_raw(ctx, jnode.catalogTable().get(), table_json, schema=schema)]
+    relation = jnode.relation()
+    kind = relation.getClass().getSimpleName()
+    if kind == "HadoopFsRelation":
+        return _file_raws(ctx, relation.location().rootPaths().mkString("\n"), schema)
+    if kind == "JDBCRelation":
+        options = relation.jdbcOptions()
+        params = options.parameters()
+        query = params.get("query")
+        return jdbc_raws(
+            ctx,
+            options.url(),
+            None if query.isDefined() else options.tableOrQuery(),
+            query.get() if query.isDefined() else None,
+            schema,
+        )
+    return []
+
+
+def _file_raws(ctx: PlanContext, root_paths: str, schema: Schema | None) -> list[RawDataset]:
+    """One single file -> that file; otherwise each root path's directory (files -> their parent)."""
+    paths = [p for p in root_paths.split("\n") if p]
+    if len(paths) == 1 and ctx.is_file(paths[0]):
+        return [path_raw(paths[0], schema)]
+    out: dict[tuple[str, str], RawDataset] = {}
+    for p in paths:
+        directory = p.rsplit("/", 1)[0] if len(paths) > 1 and ctx.is_file(p) else p
+        raw = path_raw(directory, schema)
+        out.setdefault((raw.namespace, raw.name), raw)
+    return list(out.values())
+
+
+def _hive_table_relation(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
+    """``HiveTableRelation`` (the JVM's HiveTableRelationVisitor): schema = the relation's output
+    (data and partition columns)."""
+    schema = plan_tree.output_schema(node.fields.get("output"))
+    table_json = node.fields.get("tableMeta")
+    jtable = ctx.jvm_node(node).tableMeta()
+    if table_json and not schema:
+        schema = plan_tree.struct_schema(table_json.get("schema"))
+    return [hive_catalog(ctx, catalog_table_raw(ctx, jtable, table_json, schema=schema), always=True)]
+
+
+def v2_relation_raws(ctx: PlanContext, jrel: Any, schema: Schema | None, **kwargs: Any) -> list[RawDataset]:
+    """A ``DataSourceV2Relation``: by its table's kind (the JVM's ``DataSourceV2RelationDatasetExtractor``
+    and catalog handlers: JDBC catalog -> url + identifier, session catalog -> the V1 table, file
+    tables -> their root paths, else the ``location`` table property)."""
+    table = jrel.table()
+    kind = table.getClass().getSimpleName()
+    if kind == "V1Table":  # the session catalog (the JVM's V2SessionCatalogHandler)
+        return [hive_catalog(ctx, catalog_table_raw(ctx, table.v1Table(), None, schema=schema, **kwargs))]
+    if kind == "JDBCTable":
+        options = table.jdbcOptions()
+        ident = table.ident()
+        parts = [*list(ident.namespace()), ident.name()]
+        namespace, name = naming.jdbc_dataset(
+            options.url(),
+            ".".join(parts),
+            derby_home=ctx.derby_home if options.url().lower().startswith("jdbc:derby:") else None,
+        )
+        return [RawDataset(namespace, name, schema, **kwargs)]
+    try:
+        root_paths = table.fileIndex().rootPaths().mkString("\n")
+    except Exception:
+        root_paths = None
+    if root_paths is not None:
+        return [attrs.evolve(r, **kwargs) for r in _file_raws(ctx, root_paths, schema)]
+    location = table.properties().get("location")
+    if location:
+        return [path_raw(location, schema, **kwargs)]
+    return []
+
+
+def _v2_relation(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
+    schema = plan_tree.output_schema(node.fields.get("output"))
+    return v2_relation_raws(ctx, ctx.jvm_node(node), schema)
+
+
+#: JVM objects looked at, at most, by one walk: an RDD lineage (a LogicalRDD back to its files) or a cached
+#: physical plan (back to its logical plans); each step is a few py4j calls on the worker thread.
+MAX_WALKED_NODES = 500
+#: Hadoop input directories of a HadoopRDD (``getJobConf``) or NewHadoopRDD (``getConf``).
+_HADOOP_INPUT_DIR = "mapreduce.input.fileinputformat.inputdir"
+
+
+def _rdd_lineage(rdd: Any) -> Iterator[Any]:
+    """``rdd`` and every RDD it depends on, each once, at most MAX_WALKED_NODES of them."""
+    stack, seen = [rdd], set()
+    while stack and len(seen) < MAX_WALKED_NODES:
+        current = stack.pop()
+        if current.id() in seen:
+            continue
+        seen.add(current.id())
+        yield current
+        dependencies = current.dependencies().iterator()
+        while dependencies.hasNext():
+            stack.append(dependencies.next().rdd())
+
+
+def _rdd_input_dirs(rdd: Any) -> list[str]:
+    """Directories of the files an RDD lineage reads: FileScanRDD's files (their parent directories),
+    HadoopRDD's and NewHadoopRDD's input directories (the JVM's ``Rdds.findFileLikeRdds``/``RddPathUtils``)."""
+    dirs: dict[str, None] = {}
+    for current in _rdd_lineage(rdd):
+        kind = current.getClass().getSimpleName()
+        if kind == "FileScanRDD":
+            partitions = current.filePartitions().iterator()
+            while partitions.hasNext():
+                for file in partitions.next().files():
+                    dirs[file.toPath().getParent().toString()] = None
+        elif kind in ("HadoopRDD", "NewHadoopRDD"):
+            conf = current.getJobConf() if kind == "HadoopRDD" else current.getConf()
+            for path in str(conf.get(_HADOOP_INPUT_DIR) or "").split(","):
+                if path.strip():
+                    dirs[path.strip()] = None
+    return list(dirs)
+
+
+def _logical_rdd(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
+    """``LogicalRDD``/``ExternalRDD`` (a DataFrame made from an RDD, e.g. ``df.rdd.map(...).toDF()``): the
+    file directories its RDD lineage reads, without a schema (the JVM's ``LogicalRDDVisitor``). An RDD of
+    local data (``parallelize``) reads none."""
+    out: dict[tuple[str, str], RawDataset] = {}
+    for directory in _rdd_input_dirs(ctx.jvm_node(node).rdd()):
+        raw = path_raw(directory)
+        out.setdefault((raw.namespace, raw.name), raw)
+    return list(out.values())
+
+
+def _linked_logical_plans(jplan: Any) -> Iterator[Any]:
+    """The logical plans a physical plan was planned from: the top-most nodes with a ``logicalLink``
+    (WholeStageCodegen and exchanges have none; the nodes under them do)."""
+    stack, visited = [jplan], 0
+    while stack and visited < MAX_WALKED_NODES:
+        current = stack.pop()
+        visited += 1
+        link = current.logicalLink()
+        if link.isDefined():
+            yield link.get()
+            continue
+        children = current.children().iterator()
+        while children.hasNext():
+            stack.append(children.next())
+
+
+def _in_memory_relation(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
+    """A cached DataFrame (``InMemoryRelation``) on Spark 3.5, whose cache keeps only the physical plan:
+    the relations of the logical plans it was planned from. (Spark 4 keeps the cached logical plan in the
+    relation's ``cacheBuilder``: a nested tree walked with the rest, nothing to do here.)"""
+    if "logicalPlan" in (node.fields.get("cacheBuilder") or {}):
+        return []
+    out: list[RawDataset] = []
+    for jlogical in _linked_logical_plans(ctx.jvm_node(node).cacheBuilder().cachedPlan()):
+        sub_root = plan_tree.parse_plan(jlogical)
+        sub_ctx = PlanContext(ctx.qe, sub_root, jlogical, ctx.conf)
+        for sub in plan_tree.walk(sub_root):
+            handler = INPUT_HANDLERS.get(sub.name)
+            if handler is not None:
+                out.extend(handler(sub_ctx, sub))
+    return out
+
+
+def _load_data_path(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
+    """``LoadDataCommand``'s input: the loaded path (the JVM's ``LoadDataCommandInputVisitor``)."""
+    path = node.fields.get("path")
+    return [path_raw(path)] if isinstance(path, str) and path.strip() else []
+
+
+InputHandler = Callable[[PlanContext, PlanNode], list[RawDataset]]
+
+#: Leaf (relation) simple class name -> datasets. Nodes not listed give no dataset: LocalRelation
+#: (createDataFrame, VALUES), Range, OneRowRelation. Views are gone from optimized plans; a cached
+#: DataFrame's InMemoryRelation carries its logical plan as a nested tree on Spark 4 (walked like the rest),
+#: only its physical plan on Spark 3.5 (:func:`_in_memory_relation`).
+INPUT_HANDLERS: dict[str, InputHandler] = {
+    "LogicalRelation": _logical_relation,
+    "HiveTableRelation": _hive_table_relation,
+    "DataSourceV2Relation": _v2_relation,
+    "LoadDataCommand": _load_data_path,  # a command that reads a path it names, not a relation
+    "LogicalRDD": _logical_rdd,
+    "ExternalRDD": _logical_rdd,
+    "InMemoryRelation": _in_memory_relation,
+}
+
+#: Fields that hold a command's write target, not something it reads: not walked for inputs.
+TARGET_FIELDS: dict[str, frozenset[str]] = {
+    "AppendData": frozenset({"table"}),
+    "OverwriteByExpression": frozenset({"table"}),
+    "OverwritePartitionsDynamic": frozenset({"table"}),
+}

@@ -23,10 +23,13 @@ command -v java >/dev/null 2>&1 || die "Java 17+ is required by PySpark: install
 java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9][0-9]*\).*/\1/p' | head -n1)
 [ "${java_major:-0}" -ge 17 ] 2>/dev/null || die "Java 17+ is required by PySpark; found: $(java -version 2>&1 | head -n1)"
 
-# 3. System packages: unixODBC (pyodbc needs libodbc.so.2) and the SQLite ODBC driver (live-path tests).
+# 3. System packages: unixODBC (pyodbc needs libodbc.so.2), the SQLite ODBC driver (live-path tests), and
+#    Chromium with its driver (the lineage page is tested in a real headless browser).
 missing=()
 ldconfig -p 2>/dev/null | grep -q 'libodbc\.so\.2' || missing+=(unixodbc)
 [ -e /usr/lib/x86_64-linux-gnu/odbc/libsqlite3odbc.so ] || ls /usr/lib/*/odbc/libsqlite3odbc.so >/dev/null 2>&1 || missing+=(libsqliteodbc)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "dev.sh: installing ${missing[*]} with apt-get" >&2
@@ -43,7 +46,7 @@ stamp=.venv/.setup-stamp
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "dev.sh: installing the package and its dependencies into .venv (log: .venv/pip-install.log)" >&2
-  .venv/bin/python -m pip install --disable-pip-version-check -e '.[test]' > .venv/pip-install.log 2>&1 ||
+  .venv/bin/python -m pip install --disable-pip-version-check -e '.[all,test,dev]' > .venv/pip-install.log 2>&1 ||
     { tail -n 30 .venv/pip-install.log >&2; die "pip install failed (full log: .venv/pip-install.log)"; }
   echo "$want" > "$stamp"
 fi
@@ -54,7 +57,7 @@ spark35_env() {
   local stamp35=.venv-spark35/.setup-stamp
   if [ "$(cat "$stamp35" 2>/dev/null)" != "$want" ]; then
     echo "dev.sh: installing the package with PySpark 3.5 into .venv-spark35 (log: .venv-spark35/pip-install.log)" >&2
-    .venv-spark35/bin/python -m pip install --disable-pip-version-check -e '.[test]' 'pyspark>=3.5,<3.6' \
+    .venv-spark35/bin/python -m pip install --disable-pip-version-check -e '.[all,test,dev]' 'pyspark>=3.5,<3.6' \
       > .venv-spark35/pip-install.log 2>&1 ||
       { tail -n 30 .venv-spark35/pip-install.log >&2; die "pip install failed (full log: .venv-spark35/pip-install.log)"; }
     echo "$want" > "$stamp35"
@@ -64,7 +67,7 @@ spark35_env() {
 cmd=${1:-}
 shift || true
 case "$cmd" in
-  demo) exec .venv/bin/lineage-demo "$@" ;;
+  demo) exec .venv/bin/lineage-capture demo "$@" ;;
   test) exec .venv/bin/python -m pytest "$@" ;;
   test-spark35) spark35_env; exec .venv-spark35/bin/python -m pytest tests/spark "$@" ;;
   *) die "usage: ./dev.sh demo | ./dev.sh test [pytest args] | ./dev.sh test-spark35 [pytest args]" ;;

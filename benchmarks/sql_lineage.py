@@ -1,4 +1,4 @@
-"""Accuracy and speed of `harvesters.sql.table_lineage` over the shared table-lineage cases.
+"""Accuracy and speed of `harvesters.sql.engine.table_lineage` over the shared table-lineage cases.
 
 Run from the repository root:
 
@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from sqlglot.tokens import SQLGLOTC_INSTALLED  # noqa: E402
 
-from harvesters.sql import table_lineage  # noqa: E402
+from harvesters.sql.engine import table_lineage  # noqa: E402
 
 DEFAULT_CASES = ROOT.parent / "shared" / "sql-lineage-cases" / "cases.jsonl"
 TARGET_ALL, TARGET_TSQL_SNOWFLAKE, TARGET_P50_MS = 0.97, 0.95, 0.5

@@ -116,10 +116,10 @@ def run_one(log: Path, statements: int) -> dict[str, float]:
 def run_alone(log: Path, statements: int) -> dict[str, float]:
     """The harvester's own share, in this process, no emitter: read, convert, group, build RunRecords."""
     sys.path.insert(0, str(ROOT))
-    from harvesters.sqlserver import EventConverter, Harvest, LineageCache
-    from harvesters.state import Window
-    from harvesters.tasks import TaskGrouper
-    from harvesters.xevents import read_file
+    from harvesters.sqlserver.reading import EventConverter, Harvest, LineageCache
+    from harvesters.core.state import Window
+    from harvesters.core.tasks import TaskGrouper
+    from harvesters.sqlserver.xevents import read_file
 
     records = []
     grouper = TaskGrouper(lambda r: records.append(1), "default", "SQLSERVER", timedelta(minutes=30))
@@ -139,10 +139,10 @@ def run_breakdown(log: Path, statements: int) -> dict[str, float]:
     around each component (the clock itself adds ~2 us per statement, spread over the components)."""
     sys.path.insert(0, str(ROOT))
     from harvesters.cli import make_emitter
-    from harvesters.sqlserver import EventConverter, Harvest, LineageCache
-    from harvesters.state import Window
-    from harvesters.tasks import TaskGrouper
-    from harvesters.xevents import read_file
+    from harvesters.sqlserver.reading import EventConverter, Harvest, LineageCache
+    from harvesters.core.state import Window
+    from harvesters.core.tasks import TaskGrouper
+    from harvesters.sqlserver.xevents import read_file
 
     clock = time.process_time
     spent = dict.fromkeys(("read", "convert", "group", "emit"), 0.0)

@@ -1,61 +1,69 @@
-"""``emitter`` command: ``emitter replay`` re-sends spooled events; ``emitter config`` shows the resolved
+"""``lineage-capture replay`` re-sends spooled events; ``lineage-capture config`` shows the resolved
 configuration (secrets masked)."""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from emitter.config import EmitterConfig
+
+REPLAY_EXIT_CODES = "exit codes: 0 the spool is empty; 1 events remain spooled (the backend is still failing); " \
+                    "2 usage or configuration error"
+CONFIG_EXIT_CODES = "exit codes: 0 printed; 2 usage or configuration error"
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="emitter", description=__doc__)
+def _parser(prog: str, description: str, epilog: str) -> argparse.ArgumentParser:
+    from lineage_capture.version import add_version_option
+
+    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
+    add_version_option(parser)
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="configuration override in openlineage-spark form, e.g. transport.type=http "
                              "(repeatable; wins over openlineage.yml and OPENLINEAGE__* variables)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("replay", help="re-send events spooled after failed deliveries, oldest first")
-    sub.add_parser("config", help="print the resolved configuration, secrets masked")
     return parser
 
 
-def parse_overrides(pairs: list[str]) -> dict[str, str]:
-    """``["transport.type=http"]`` -> ``{"transport.type": "http"}``; raises ValueError on a bad pair."""
-    overrides = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--conf expects KEY=VALUE, got {pair!r}")
-        overrides[key.strip().removeprefix("spark.openlineage.")] = value
-    return overrides
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point; exit 0 when done, 1 when events remain spooled, 2 on usage/configuration errors."""
+def _config(prog: str, description: str, epilog: str, argv: list[str] | None) -> EmitterConfig:
+    from emitter.config import load_config, parse_overrides
     from emitter.log import configure_cli_logging
 
     configure_cli_logging()
-    args = _parser().parse_args(argv)
+    args = _parser(prog, description, epilog).parse_args(argv)
+    return load_config(parse_overrides(args.conf))
+
+
+def config_main(argv: list[str] | None = None, prog: str = "lineage-capture config") -> int:
+    """Print the resolved configuration with secrets masked; exit 2 on a bad one."""
+    from emitter.redact import redact_obj
+
     try:
-        overrides = parse_overrides(args.conf)
-        from emitter.config import load_config
-        from emitter.redact import redact_obj
+        config = _config(prog, "Print the resolved OpenLineage configuration, secrets masked.", CONFIG_EXIT_CODES,
+                         argv)
+    except ValueError as error:
+        print(f"{prog}: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(redact_obj({"transport": dict(config.transport or {}),
+                                 "source": config.source,
+                                 "spool": str(config.spool_dir),
+                                 "disabled": config.disabled}), indent=2))
+    return 0
 
-        config = load_config(overrides)
-        if args.command == "config":
-            print(json.dumps(redact_obj({"transport": dict(config.transport or {}), "source": config.source,
-                                         "spool": str(config.spool_dir), "disabled": config.disabled}), indent=2))
-            return 0
-        from emitter.emitter import Emitter
 
+def replay_main(argv: list[str] | None = None, prog: str = "lineage-capture replay") -> int:
+    """Re-send the spool, oldest first: exit 0 when done, 1 when events remain spooled, 2 on a bad configuration."""
+    from emitter.emitter import Emitter
+
+    try:
+        config = _config(prog, "Re-send events spooled after failed deliveries, oldest first.", REPLAY_EXIT_CODES,
+                         argv)
         emitter = Emitter(config)
     except ValueError as error:
-        print(f"emitter: {error}", file=sys.stderr)
+        print(f"{prog}: {error}", file=sys.stderr)
         return 2
     replayed, pending = emitter.replay()
     emitter.close()
     print(f"replayed {replayed} events; {pending} bytes still spooled in {emitter.spool.events_path}")
     return 1 if pending else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

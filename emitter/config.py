@@ -237,3 +237,14 @@ def load_config(overrides: Mapping[str, Any] | None = None) -> EmitterConfig:
         source = "embedded default"
     return EmitterConfig(transport=transport, source=source, spool_dir=spool_dir,
                          spool_max_bytes=spool_max, disabled=disabled)
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, str]:
+    """``["transport.type=http"]`` -> ``{"transport.type": "http"}``; raises ValueError on a bad pair."""
+    overrides = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--conf expects KEY=VALUE, got {pair!r}")
+        overrides[key.strip().removeprefix("spark.openlineage.")] = value
+    return overrides

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from emitter.config import EmitterConfig, load_config
-from emitter.events import event_dict
+from emitter.serialize import event_dict
 from emitter.records import START, RunRecord
 from emitter.redact import redact
 from emitter.spool import Spool

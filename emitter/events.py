@@ -1,5 +1,5 @@
-"""RunRecord -> OpenLineage RunEvent (openlineage-python ``event_v2``/``facet_v2`` classes) -> redacted JSON dict
-(:func:`event_dict`).
+"""RunRecord -> OpenLineage RunEvent (openlineage-python ``event_v2``/``facet_v2`` classes); the redacted JSON dict
+every transport is handed is made from these by :func:`emitter.serialize.event_dict`.
 
 The emitter adds what every event needs and producers must not forget: the ``jobType`` job facet (Marquez
 rejects events without ``jobType.jobType``), the ``parent`` run facet with ``root`` (spec 1-2-0), and
@@ -7,21 +7,14 @@ namespaces Marquez accepts (``safe_namespace``).
 """
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
-from enum import Enum
+from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any
-from uuid import UUID
-
-import attrs
 
 from openlineage.client import event_v2
-from openlineage.client.constants import DEFAULT_PRODUCER
 from openlineage.client.facet_v2 import job_type_job, parent_run
 
 from emitter.naming import safe_namespace
-from emitter.records import Dataset, JobRef, JobType, RunRecord, RunRef, unvalidated
-from emitter.redact import MASK, is_secret_key, redact
+from emitter.records import Dataset, JobType, RunRecord, RunRef
 
 VERSION = "0.1.0"
 #: Identifies this project as the producer of its events and facets.
@@ -71,7 +64,7 @@ _namespace = lru_cache(maxsize=1024)(safe_namespace)  # a harvest has a handful 
 
 def _core_event(record: RunRecord, job: event_v2.Job) -> event_v2.RunEvent:
     """The RunEvent with the producer's own facets, without the emitter's parent facet and without datasets
-    (:func:`_dataset_plain`)."""
+    (:func:`emitter.serialize.event_dict` writes those out)."""
     return event_v2.RunEvent(
         eventType=_RUN_STATES[record.event_type],
         eventTime=_iso(record.event_time),
@@ -81,186 +74,3 @@ def _core_event(record: RunRecord, job: event_v2.Job) -> event_v2.RunEvent:
         outputs=[],
         producer=PRODUCER,
     )
-
-
-#: Fields whose values the emitter itself generates (ids, times, enums, schema URLs) or that are a source's own
-#: ids (a warehouse's query id): no secret can be there, and skipping them halves the redaction work per event.
-_OWN_FIELDS = frozenset({"_producer", "_schemaURL", "schemaURL", "producer", "eventType", "eventTime", "runId",
-                         "jobType", "processingType", "integration", "externalQueryId"})
-#: attrs class -> its fields as (name, whether the emitter itself generates the value)
-_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
-#: Facet instances serialized lately, by identity (the instance is kept, so its id cannot be reused): a run's
-#: START and COMPLETE share their ``sql`` facet, a Spark app's actions their schema facets.
-_RECENT: dict[int, tuple[Any, dict[str, Any]]] = {}
-_RECENT_MAX = 4096
-
-
-def _remember(memo: dict[int, Any], key: int, entry: Any) -> None:
-    """Store ``entry`` in one of the identity memos below, emptying it first when full: the entries keep their
-    instances alive, so the memo is bounded and ids cannot be reused while remembered."""
-    if len(memo) >= _RECENT_MAX:
-        memo.clear()
-    memo[key] = entry
-
-
-@lru_cache(maxsize=16384)
-def _redact_short(text: str) -> str:
-    return redact(text)  # namespaces, names and types repeat across events: remember their answers
-
-
-_is_secret_key = lru_cache(maxsize=4096)(is_secret_key)  # the same few field and property names every event
-
-
-#: Strings up to this long go through the cache of answers: names and namespaces repeat, statements do not.
-_REMEMBERED_CHARS = 96
-
-
-def _string(value: str, key: str) -> str:
-    if value and _is_secret_key(key):
-        return MASK  # {"spark.hadoop.fs.s3a.secret.key": "..."}: the key says the whole value is secret
-    return _redact_short(value) if len(value) <= _REMEMBERED_CHARS else redact(value)
-
-
-def _plain(value: Any, key: str = "") -> Any:
-    """One walk: attrs objects to JSON-ready values the way ``Serde.to_dict`` does (None dropped, empty
-    dicts dropped from lists, enums/dates/UUIDs as strings), every string redacted on the way, and
-    openlineage-python's default facet producer replaced by ours."""
-    kind = type(value)
-    if kind is str:
-        if key in _OWN_FIELDS:
-            return PRODUCER if key == "_producer" and value == DEFAULT_PRODUCER else value
-        return _string(value, key)
-    if kind is dict:
-        return {k: _plain(v, k) for k, v in value.items() if v is not None}
-    if kind is list or kind is tuple:
-        items = [_plain(v, key) for v in value if v is not None]
-        return [item for item in items if not (type(item) is dict and not item)]
-    if kind is int or kind is float or kind is bool:
-        return value
-    recent = _RECENT.get(id(value))
-    if recent is not None and recent[0] is value:
-        return recent[1]
-    fields = _FIELDS.get(kind)
-    if fields is None:
-        if isinstance(value, Enum):
-            return value.value
-        if isinstance(value, (date, UUID)):
-            return str(value) if isinstance(value, UUID) else value.isoformat()
-        if not attrs.has(kind):
-            return value
-        fields = _FIELDS[kind] = tuple((f.name, f.name in _OWN_FIELDS) for f in attrs.fields(kind))
-    out = {}
-    for name, own in fields:
-        field_value = getattr(value, name)
-        if field_value is None:
-            continue
-        if own and type(field_value) is str:  # ids, times, schema URLs: nothing to redact
-            out[name] = PRODUCER if name == "_producer" and field_value == DEFAULT_PRODUCER else field_value
-        elif own and isinstance(field_value, Enum):  # eventType
-            out[name] = field_value.value
-        else:
-            out[name] = _plain(field_value, name)
-    if "_producer" in out:  # a facet: remember it for the next event that carries the same instance
-        _remember(_RECENT, id(value), (value, out))
-    return out
-
-
-#: Serialized datasets by Dataset instance identity (the instance is kept), inputs and outputs apart: a
-#: harvest keeps one Dataset per table, so these hold a few hundred entries and are rarely cleared.
-_INPUTS: dict[int, tuple[Dataset, dict[str, Any]]] = {}
-_OUTPUTS: dict[int, tuple[Dataset, dict[str, Any]]] = {}
-
-
-def _dataset_plain(ds: Dataset, output: bool) -> dict[str, Any]:
-    """An input or output dataset, written out like the RunEvent shell (see :data:`SHELL_FIELDS`); serialized once
-    per Dataset instance while it is recent, unless it has input/output facets (row counts: one instance per run)."""
-    memo = _OUTPUTS if output else _INPUTS
-    known = memo.get(id(ds))
-    if known is not None and known[0] is ds:
-        return known[1]
-    built = _output(ds) if output else _input(ds)
-    plain = {"namespace": _string(built.namespace, "namespace"), "name": _string(built.name, "name"),
-             "facets": _facets_plain(built.facets)}  # type: ignore[arg-type]
-    if ds.io_facets:
-        io_facets = built.outputFacets if output else built.inputFacets  # type: ignore[union-attr]
-        plain["outputFacets" if output else "inputFacets"] = _facets_plain(io_facets)  # type: ignore[arg-type]
-        return plain
-    _remember(memo, id(ds), (ds, plain))
-    return plain
-
-
-@lru_cache(maxsize=4096)  # equal RunRefs made anew for each child (a producer's choice) still hit this
-def _parent_plain_by_value(parent: RunRef, root: RunRef | None) -> dict[str, Any]:
-    with unvalidated():
-        return _plain(parent_facet(parent, root))
-
-
-#: Serialized parent facets by the parent RunRef's identity (kept, with the root it was made with): every child
-#: of a task run or Spark app carries the same RunRef instances, and hashing a RunRef costs more than this.
-_PARENTS: dict[int, tuple[RunRef, RunRef | None, dict[str, Any]]] = {}
-
-
-def _parent_plain(parent: RunRef, root: RunRef | None) -> dict[str, Any]:
-    known = _PARENTS.get(id(parent))
-    if known is not None and known[0] is parent and known[1] is root:
-        return known[2]
-    plain = _parent_plain_by_value(parent, root)
-    _remember(_PARENTS, id(parent), (parent, root, plain))
-    return plain
-
-
-def _facets_plain(facets: dict[str, Any]) -> dict[str, Any]:
-    return {name: _plain(facet, name) for name, facet in facets.items() if facet is not None} if facets else {}
-
-
-#: The Job of recent records and its serialized form, by the identity of their job facets mapping: a run's
-#: START and COMPLETE carry one mapping, so the second event reuses the first one's Job.
-_JOBS: dict[int, tuple[Any, JobRef, JobType, event_v2.Job, dict[str, Any]]] = {}
-
-
-def _job(record: RunRecord) -> tuple[event_v2.Job, dict[str, Any]]:
-    """The record's Job (with the emitter's jobType facet) and its serialized form."""
-    facets = record.job_facets
-    known = _JOBS.get(id(facets))
-    if known is not None and known[0] is facets and known[1] is record.job and known[2] is record.job_type:
-        return known[3], known[4]
-    job = event_v2.Job(namespace=_namespace(record.job.namespace), name=record.job.name,
-                       facets={**facets, "jobType": _job_type_facet(record.job_type)})
-    plain = {"namespace": _string(job.namespace, "namespace"), "name": _string(job.name, "name"),
-             "facets": _facets_plain(job.facets)}  # type: ignore[arg-type]
-    _remember(_JOBS, id(facets), (facets, record.job, record.job_type, job, plain))
-    return job, plain
-
-
-#: The fields :func:`event_dict` writes out for these classes: a new openlineage-python field fails the test
-#: that compares it with the generic walk instead of going missing from events.
-SHELL_FIELDS = {
-    event_v2.RunEvent: ("eventTime", "producer", "schemaURL", "run", "job", "eventType", "inputs", "outputs"),
-    event_v2.Run: ("runId", "facets"),
-    event_v2.Job: ("namespace", "name", "facets"),
-    event_v2.InputDataset: ("namespace", "name", "facets", "inputFacets"),
-    event_v2.OutputDataset: ("namespace", "name", "facets", "outputFacets"),
-}
-
-
-def event_dict(record: RunRecord) -> dict[str, Any]:
-    """The JSON-ready, redacted event for one record: what every transport is handed (read-only: the job, the
-    jobType and parent facets and the datasets are shared with other events).
-
-    The RunEvent, Run and Job shells are serialized written out (a third of the generic walk's time), their
-    facets and the datasets through the generic walk.
-    """
-    with unvalidated():
-        job, job_plain = _job(record)
-        event = _core_event(record, job)
-        run_facets = _facets_plain(event.run.facets)  # type: ignore[arg-type]
-        if record.parent is not None:  # the same facet for every child of a task run or Spark app
-            run_facets["parent"] = _parent_plain(record.parent, record.root)
-        return {
-            "eventTime": event.eventTime, "producer": event.producer, "schemaURL": event.schemaURL,
-            "run": {"runId": event.run.runId, "facets": run_facets},
-            "job": job_plain,
-            "eventType": event.eventType.value,  # type: ignore[union-attr]
-            "inputs": [_dataset_plain(ds, False) for ds in record.inputs],
-            "outputs": [_dataset_plain(ds, True) for ds in record.outputs],
-        }

@@ -2,12 +2,11 @@
 
 Layout in the spool directory: ``events.jsonl`` (one redacted event per line, appended and fsynced),
 ``events.offset`` (bytes of ``events.jsonl`` already re-delivered, replaced atomically after each delivery, so a
-crash mid-replay re-sends at most the one event in flight) and ``spool.lock`` (``flock``: a Spark driver, a cron
+crash mid-replay re-sends at most the one event in flight) and ``spool.lock`` (a filelock: a Spark driver, a cron
 harvester and ``emitter replay`` may share one spool).
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -47,12 +46,10 @@ class Spool:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.directory / "spool.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        import filelock  # cross-platform (flock on POSIX, msvcrt on Windows); deferred: only spooling pays
+
+        with filelock.FileLock(self.directory / "spool.lock"):
+            yield
 
     def _offset(self) -> int:
         try:

@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 
+# Every memo hit of the emitter re-checks that the remembered instance did not change after it was handed over
+# (emitter/serialize.py): set before any test imports the emitter.
+os.environ.setdefault("LINEAGE_CAPTURE_CHECK_MEMOS", "1")
+
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 

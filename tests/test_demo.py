@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ol_schema import assert_valid_event, read_events
 
-from emitter.demo import main as demo
+from lineage_capture.demo import main as demo
 
 
 def test_demo_without_spark_writes_the_emitter_and_harvester_runs(isolated_lineage_env, capsys):

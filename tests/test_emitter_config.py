@@ -77,7 +77,7 @@ def test_disabled_emits_nothing(tmp_path, monkeypatch, setting):
         monkeypatch.setenv(setting["env"], "true")
     else:
         conf[setting["key"]] = "true"
-    from emitter.demo import demo_records
+    from lineage_capture.demo import demo_records
 
     emitter = Emitter.from_config(conf)
     emitter.emit_batch(demo_records())

@@ -8,8 +8,8 @@ import pytest
 from http_backend import Backend, free_port
 from ol_schema import assert_valid_event
 
-from emitter.cli import main as emitter_cli
-from emitter.demo import demo_records
+from emitter.cli import replay_main
+from lineage_capture.demo import demo_records
 from emitter.emitter import Emitter
 from emitter.records import COMPLETE, START, Dataset, JobRef, JobType, RunRecord, RunRef
 
@@ -108,11 +108,10 @@ def test_replay_command_drains_the_spool():
         emitter.emit(record)
     emitter.close()
     argv = [arg for k, v in http_conf(f"http://127.0.0.1:{port}").items() for arg in ("--conf", f"{k}={v}")]
-    argv.append("replay")
-    assert emitter_cli(argv) == 1  # still down: exit 1, events kept
+    assert replay_main(argv) == 1  # still down: exit 1, events kept
     with Backend(port) as backend:
-        assert emitter_cli(argv) == 0
-        assert emitter_cli(argv) == 0  # nothing left, nothing sent twice
+        assert replay_main(argv) == 0
+        assert replay_main(argv) == 0  # nothing left, nothing sent twice
     assert [key(e) for e in backend.events] == [(r.run_id, r.event_type) for r in records]
 
 

@@ -16,7 +16,7 @@ from ol_schema import assert_valid_event
 
 from emitter.run_ids import stable_run_id
 from harvesters.cli import main
-from harvesters.snowflake import (
+from harvesters.snowflake.history import (
     HistoryRow,
     LineageCache,
     RowConverter,
@@ -32,8 +32,8 @@ from harvesters.snowflake import (
     row_from_mapping,
     task_of,
 )
-from harvesters.sqlserver import Skip
-from harvesters.tasks import Statement, task_job_name
+from harvesters.core.outcome import Skip
+from harvesters.core.tasks import Statement, task_job_name
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures" / "snowflake"
@@ -527,7 +527,7 @@ def test_failed_delivery_does_not_advance_the_state(tmp_path, capsys):
 
 
 def test_overlapping_run_leaves_with_exit_0(tmp_path, capsys):
-    from harvesters.state import HarvestLock
+    from harvesters.core.state import HarvestLock
 
     state = tmp_path / "state.json"
     with HarvestLock(state):

@@ -1,4 +1,4 @@
-"""Snowflake history files read in a second process (harvesters.background): the same rows in the same order as
+"""Snowflake history files read in a second process (harvesters.core.background): the same rows in the same order as
 read in process, prepared there as they would be here, failures raised, and the CLI's events unchanged when it
 reads that way."""
 from __future__ import annotations
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from harvesters import background
-from harvesters.snowflake import (
+from harvesters.core import background
+from harvesters.snowflake.history import (
     DEFAULT_MAX_STATEMENT_CHARS, HistoryRow, LineageCache, prepare_row, read_history_files,
     read_history_files_background,
 )
-from harvesters.sqlserver import Skip
+from harvesters.core.outcome import Skip
 from test_snowflake import FIXTURES, GOOD, GOOD2, NS, harvest, history, row
 
 # input name -> files (made in tmp_path from fixtures or rows); each read both ways must give equal rows
@@ -88,5 +88,5 @@ def test_cli_events_are_the_same_when_read_in_a_second_process(tmp_path, monkeyp
     assert child_processes == []
     monkeypatch.setattr(background, "worth_a_second_process", lambda *paths: True)
     code_there, there = harvest(tmp_path / "there", *files)
-    assert [c.args[4:6] for c in child_processes] == [["harvesters.snowflake", "send_history_rows"]]
+    assert [c.args[4:6] for c in child_processes] == [["harvesters.snowflake.history", "send_history_rows"]]
     assert (code_there, there) == (code_here, here) and here

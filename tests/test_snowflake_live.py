@@ -1,7 +1,7 @@
 """`harvest snowflake --odbc`: the live path through pyodbc, against a stand-in served by the SQLite ODBC driver.
 
 The stand-in holds tables named like the ACCOUNT_USAGE views with their column names (times as ISO 8601 UTC
-text); the harvester sends the ``sqlite`` source's SQL (see ``harvesters.snowflake_live.SOURCES``) through the
+text); the harvester sends the ``sqlite`` source's SQL (see ``harvesters.snowflake.live.SOURCES``) through the
 same code as for Snowflake: window arithmetic, ACCESS_HISTORY join and fallback, de-duplication, state. The
 ``sqlite_information_schema`` stand-in returns, like INFORMATION_SCHEMA.QUERY_HISTORY(), only the RESULT_LIMIT rows
 that ended last; with a small limit it checks the paging (no row lost or read twice).
@@ -18,8 +18,8 @@ import attrs
 import pytest
 
 from harvesters.cli import main
-from harvesters.snowflake_live import SOURCES, connect_odbc, read_rows
-from harvesters.state import Window
+from harvesters.snowflake.live import SOURCES, connect_odbc, read_rows
+from harvesters.core.state import Window
 from ol_schema import assert_valid_event
 
 DRIVER = "/usr/lib/x86_64-linux-gnu/odbc/libsqlite3odbc.so"
@@ -174,7 +174,7 @@ def test_reading_failure_exits_2_and_keeps_the_state(tmp_path, capsys):
     ({}, "Driver=X;Server=a;"),
 ])
 def test_odbc_connection_string(monkeypatch, kwargs, expected):
-    from harvesters.snowflake_live import odbc_connection_string
+    from harvesters.snowflake.live import odbc_connection_string
 
     monkeypatch.setenv("SF_PW", "p;w}d")
     assert odbc_connection_string("Driver=X;Server=a;", **kwargs) == expected
@@ -205,7 +205,7 @@ KEY_CASES = [
 
 @pytest.mark.parametrize("written, given, loads", [c[1:] for c in KEY_CASES], ids=[c[0] for c in KEY_CASES])
 def test_key_pair_private_key_is_read_as_der_for_the_connector(tmp_path, written, given, loads):
-    from harvesters.snowflake_live import UsageError, _der_private_key
+    from harvesters.snowflake.live import UsageError, _der_private_key
 
     path, der = _pem_key(tmp_path, written)
     if loads:
@@ -224,7 +224,7 @@ def test_key_pair_private_key_is_read_as_der_for_the_connector(tmp_path, written
      {"private_key_file": "/keys/rsa.p8", "private_key_file_pwd": "pw"}),
 ])
 def test_connector_arguments(monkeypatch, kwargs, expected):
-    from harvesters.snowflake_live import connector_arguments
+    from harvesters.snowflake.live import connector_arguments
 
     monkeypatch.setenv("SF_PW", "pw")
     args = {"password_env": None, "private_key_file": None, "passphrase_env": None, **kwargs}

@@ -1,4 +1,4 @@
-"""`harvesters.sql.table_lineage` against the shared contract cases and the project's own cases.
+"""`harvesters.sql.engine.table_lineage` against the shared contract cases and the project's own cases.
 
 - every case of ../shared/sql-lineage-cases/cases.jsonl: exact input and output sets, compared
   case-insensitively as that file's README says; cases we cannot pass go in XFAIL (strict);
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from harvesters.sql import TableLineage, table_lineage
+from harvesters.sql.engine import TableLineage, table_lineage
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_CASES = ROOT.parent / "shared" / "sql-lineage-cases" / "cases.jsonl"

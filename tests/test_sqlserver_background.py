@@ -1,4 +1,4 @@
-"""harvesters.sqlserver.read_readings_background: the same items as read_readings, early stop, failures,
+"""harvesters.sqlserver.reading.read_readings_background: the same items as read_readings, early stop, failures,
 fallback, and the same harvest.
 
 The second process (XML parsing and reading each event, lineage included), added for the issue 4 harvest rate.
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harvesters import background
-from harvesters.sqlserver import EventReader, LineageCache, read_readings, read_readings_background
+from harvesters.core import background
+from harvesters.sqlserver.reading import EventReader, LineageCache, read_readings, read_readings_background
 from test_sqlserver_harvest import BAD_INPUT_CASES as HARVEST_BAD_INPUT
 from test_sqlserver_harvest import ERROR_CASES, harvest, sample_events, write_log
 from test_xevents import BAD_INPUT_CASES, SAMPLES
@@ -96,7 +96,7 @@ def test_cli_events_are_the_same_when_read_in_a_second_process(tmp_path, monkeyp
     assert child_processes == []
     monkeypatch.setattr(background, "worth_a_second_process", lambda *paths: True)
     code_there, there = harvest(tmp_path / "there", "--xml", log)
-    assert [c.args[4:6] for c in child_processes] == [["harvesters.sqlserver", "send_readings"]]
+    assert [c.args[4:6] for c in child_processes] == [["harvesters.sqlserver.reading", "send_readings"]]
     assert (code_there, there) == (code_here, here)
     assert code_here == 1 and len(here) > 40
     assert {e["eventType"] for e in here} == {"START", "COMPLETE", "FAIL"}

@@ -13,7 +13,8 @@ from xml.sax.saxutils import escape
 import pytest
 
 from harvesters.cli import main
-from harvesters.sqlserver import LineageCache, statement_shape
+from harvesters.sql.cache import statement_shape
+from harvesters.sqlserver.reading import LineageCache
 from ol_schema import assert_valid_event
 from http_backend import free_port
 
@@ -495,7 +496,7 @@ def test_failed_delivery_does_not_advance_the_state(tmp_path, capsys):
 
 
 def test_overlapping_run_leaves_with_exit_0(tmp_path, capsys):
-    from harvesters.state import HarvestLock
+    from harvesters.core.state import HarvestLock
 
     log = write_log(tmp_path / "log.xml", [GOOD])
     state = tmp_path / "state.json"

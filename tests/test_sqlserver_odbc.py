@@ -2,7 +2,7 @@
 
 A SQLite table named and shaped like ``sys.fn_xe_file_target_read_file``'s output (module_guid, package_guid,
 object_name, event_data, file_name, file_offset) stands in for the server; ``--backend sqlite`` selects the
-stand-in's query texts (harvesters.sqlserver.BACKENDS), everything else is the code that runs against SQL
+stand-in's query texts (harvesters.sqlserver.reading.BACKENDS), everything else is the code that runs against SQL
 Server: connection string, parameter binding, fetching, block positions, resume, rollover, ring buffer.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 pyodbc = pytest.importorskip("pyodbc")  # needs unixODBC's libodbc.so.2 (Debian: unixodbc)
 
 from harvesters.cli import main  # noqa: E402
-from harvesters.sqlserver import connection_string, server_from_connection_string  # noqa: E402
+from harvesters.sqlserver.live import connection_string, server_from_connection_string  # noqa: E402
 from test_sqlserver_harvest import SAMPLES, at, xe  # noqa: E402
 
 DRIVER = "SQLite3"

@@ -1,4 +1,4 @@
-"""harvesters.state: window arithmetic (tables of cases), the checkpoint, the lock."""
+"""harvesters.core.state: window arithmetic (tables of cases), the checkpoint, the lock."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from harvesters.state import (
+from harvesters.core.state import (
     Checkpoint, HarvestLock, LockBusy, StateError, Window, closing_clock, gap_exceeded, harvest_window, is_idle,
 )
 
@@ -133,7 +133,7 @@ def test_lock_excludes_a_second_holder(tmp_path):
         with pytest.raises(LockBusy, match=r"pid \d+"):
             HarvestLock(state).acquire()
         # and from another process
-        probe = ("import sys; from harvesters.state import HarvestLock, LockBusy\n"
+        probe = ("import sys; from harvesters.core.state import HarvestLock, LockBusy\n"
                  "try:\n    HarvestLock(sys.argv[1]).acquire()\nexcept LockBusy:\n    sys.exit(3)\n")
         assert subprocess.run([sys.executable, "-c", probe, str(state)]).returncode == 3
     HarvestLock(state).acquire()  # released: free again

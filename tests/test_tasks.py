@@ -1,4 +1,4 @@
-"""harvesters.tasks: task names, parent ids, grouping into task runs, child runs, temp tables, modules, state."""
+"""harvesters.core.tasks: task names, parent ids, grouping into task runs, child runs, temp tables, modules, state."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -7,7 +7,7 @@ import attrs
 import pytest
 
 from emitter.records import RunRecord
-from harvesters.tasks import Statement, TaskGrouper, find_parent_ids, task_job_name
+from harvesters.core.tasks import Statement, TaskGrouper, find_parent_ids, task_job_name
 
 NS = "sqlserver://db01:1433"
 T0 = datetime(2024, 5, 14, 2, 0, tzinfo=timezone.utc)

@@ -1,4 +1,4 @@
-"""harvesters.xevents: the three input shapes, bad input, resume offsets, bounded pieces."""
+"""harvesters.sqlserver.xevents: the three input shapes, bad input, resume offsets, bounded pieces."""
 from __future__ import annotations
 
 import codecs
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harvesters import xevents
-from harvesters.xevents import Unreadable, XEvent, parse_event, parse_time, read_events, read_file
+from harvesters.sqlserver import xevents
+from harvesters.sqlserver.xevents import Unreadable, XEvent, parse_event, parse_time, read_events, read_file
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "xevents-samples"
 

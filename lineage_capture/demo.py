@@ -1,12 +1,13 @@
-"""``lineage-demo``: the main job in miniature, in three parts that all write to the configured transport (the
+"""lineage-capture demo: the main job in miniature, in three parts that all write to the configured transport (the
 embedded default file unless configured), each followed by what it wrote:
 
 1. the emitter: a task run with one statement run under it;
-2. ``harvest sqlserver`` over two Extended Events statements of one task, a temp table flowing between them;
-3. ``spark-submit --conf spark.openlineage.python.enabled=true`` of a small PySpark application
-   (skip with ``--no-spark``)."""
+2. harvest sqlserver over two Extended Events statements of one task, a temp table flowing between them;
+3. spark-submit --conf spark.openlineage.python.enabled=true of a small PySpark application
+   (skip with --no-spark)."""
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -146,20 +147,30 @@ def _spark_part(events: _EventFile, work: Path) -> int:
     return done.returncode
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser(prog: str = "lineage-capture demo") -> argparse.ArgumentParser:
+    """The demo's options (``--help`` describes it without running it)."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="exit codes: 0 every part wrote its events; 1 a part failed or lost "
+                                            "events (its output says which)")
+    parser.add_argument("--no-spark", action="store_true", help="skip the spark-submit part (about 30 s)")
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "lineage-capture demo") -> int:
     """Run the demo: the emitter, the SQL Server harvester and the Spark plugin, each writing its events to the
     configured transport (the embedded default file unless configured), and show what they wrote."""
     from emitter.log import configure_cli_logging
 
-    args = sys.argv[1:] if argv is None else argv
+    args = build_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
     configure_cli_logging(logging.WARNING)
     events = _EventFile()
     with tempfile.TemporaryDirectory(prefix="lineage-demo-") as tmp:
         codes = [_emitter_part(events), _harvest_part(events, Path(tmp))]
-        if "--no-spark" not in args:
+        if not args.no_spark:
             codes.append(_spark_part(events, Path(tmp)))
     print(f"\nall events are in {events.where}")
-    return max(codes)
+    return max(1 if code else 0 for code in codes)
 
 
 if __name__ == "__main__":

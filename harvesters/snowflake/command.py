@@ -1,6 +1,6 @@
 """``harvest snowflake``: lineage from Snowflake's query history (an export file, or read live), run from cron.
 
-Same cron behaviour, exit codes and summary line as ``harvest sqlserver`` (see :mod:`harvesters.cli`). The
+Same cron behaviour, exit codes and summary line as ``harvest sqlserver`` (see :mod:`harvesters.core.run`). The
 state keeps the end of the last window (on END_TIME), the QUERY_IDs harvested inside the next window's
 overlap, and the task runs still open.
 """
@@ -8,35 +8,36 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from harvesters.core.outcome import UsageError
+from harvesters.core.run import (
+    EXIT_CODES_HELP,
+    Harvested,
+    Progress,
+    add_common_options,
+    minutes_option,
+    run_harvest,
+)
+from harvesters.core.state import Checkpoint
+
+LABEL = "harvest snowflake"
 
 #: Overlap of an offline harvest with the previous one (rows of the next export that end this long before the
 #: last harvested END_TIME are still taken, if not harvested before).
 OFFLINE_OVERLAP = timedelta(hours=1)
 
 
-def _minutes(text: str) -> timedelta:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of minutes: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("minutes cannot be negative")
-    return timedelta(minutes=value)
-
-
 def add_snowflake_parser(sub: Any) -> None:
     """Register ``harvest snowflake`` on the ``harvest`` subcommand parser."""
-    from harvesters.cli import _add_common
-    from harvesters.snowflake_live import SOURCES, USER_SOURCES
+    from harvesters.snowflake.live import SOURCES, USER_SOURCES
 
     parser = sub.add_parser("snowflake", help="harvest Snowflake query history",
-                            description="Harvest lineage from Snowflake's query history (see README).")
+                            description="Harvest lineage from Snowflake's query history (see README).",
+                            epilog=EXIT_CODES_HELP)
     source = parser.add_argument_group("source (one of)")
     source.add_argument("--history", action="append", metavar="FILE",
                         help="QUERY_HISTORY export (optionally joined with ACCESS_HISTORY): CSV with a header row "
@@ -60,100 +61,84 @@ def add_snowflake_parser(sub: Any) -> None:
                         choices=[*USER_SOURCES, *(s for s in SOURCES if s not in USER_SOURCES)],
                         help="live: account_usage (QUERY_HISTORY joined with ACCESS_HISTORY when readable; "
                              "default) or information_schema (INFORMATION_SCHEMA.QUERY_HISTORY(), low latency)")
-    parser.add_argument("--lag", type=_minutes, metavar="MINUTES",
+    parser.add_argument("--lag", type=minutes_option(zero_allowed=True), metavar="MINUTES",
                         help="live: read up to now minus this (default: the source's latency, 180 with "
                              "ACCESS_HISTORY, 45 without, 1 for information_schema)")
-    parser.add_argument("--overlap", type=_minutes, metavar="MINUTES",
+    parser.add_argument("--overlap", type=minutes_option(zero_allowed=True), metavar="MINUTES",
                         help="each window starts this long before the previous one ended; late rows in it are "
                              "taken, rows already harvested skipped (default 60; 15 for information_schema)")
     parser.add_argument("--max-statement-chars", type=int, default=None, metavar="N",
                         help="longer query texts are not parsed for lineage (default 1000000)")
-    _add_common(parser)
+    add_common_options(parser)
     parser.set_defaults(run=run_snowflake)
 
 
 def run_snowflake(args: argparse.Namespace) -> int:
     """``harvest snowflake``: see the module docstring and the README section."""
-    from emitter.naming import snowflake_namespace
-    from emitter.redact import redact
-    from harvesters.cli import (EXIT_OK, EXIT_USAGE, Progress, finish_harvest, job_namespace, make_emitter,
-                                state_lock)
-    from harvesters.snowflake import (
-        DEFAULT_MAX_STATEMENT_CHARS, INTEGRATION, LineageCache, RowConverter, parse_time,
-    )
-    from harvesters.snowflake_live import (
-        UsageError, connect_connector, connect_odbc, connector_arguments, odbc_connection_string,
-    )
-    from harvesters.state import Checkpoint, StateError
-    from harvesters.tasks import TaskGrouper
+    return run_harvest(SnowflakeSource, LABEL, args)
 
-    label = "harvest snowflake"
-    live = bool(args.connector or args.odbc)
-    try:
+
+class SnowflakeSource:
+    """Query history from export files or a live account (see :class:`harvesters.core.run.HarvestSource`)."""
+
+    label = LABEL
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from emitter.naming import snowflake_namespace
+        from harvesters.snowflake.history import INTEGRATION
+        from harvesters.snowflake.live import (
+            connect_connector,
+            connect_odbc,
+            connector_arguments,
+            odbc_connection_string,
+        )
+
+        self.args = args
+        self.integration = INTEGRATION
+        self.live = bool(args.connector or args.odbc)
         if sum((bool(args.history), bool(args.connector), bool(args.odbc))) != 1:
             raise UsageError("give --history FILE, or --connector / --odbc CONNSTR for a live harvest")
         if not args.account.strip():
             raise UsageError("--account is empty")
-        namespace = snowflake_namespace(args.account)
+        self.namespace = snowflake_namespace(args.account)
         if args.history and args.state and "-" in args.history:
             raise UsageError("--state cannot be kept for stdin ('--history -')")
-        connect: Callable[[], Any] | None = None
+        self.connect: Callable[[], Any] | None = None
         if args.odbc:
             conn_str = odbc_connection_string(args.odbc, args.user, args.password_env, args.private_key_file,
                                               args.private_key_passphrase_env)
-            connect = lambda: connect_odbc(conn_str)  # noqa: E731
+            self.connect = lambda: connect_odbc(conn_str)
         elif args.connector:
             arguments = connector_arguments(args.account, args.user, args.password_env, args.private_key_file,
                                             args.private_key_passphrase_env, args.warehouse, args.role)
-            connect = lambda: connect_connector(arguments)  # noqa: E731
-        checkpoint = Checkpoint.load(args.state, f"snowflake {namespace}")
-    except (UsageError, StateError) as error:
-        print(f"{label}: {error}", file=sys.stderr)
-        return EXIT_USAGE
+            self.connect = lambda: connect_connector(arguments)
+        self.state_name = f"snowflake {self.namespace}"
+        self.overlap = timedelta(0)
+        self.window_end: datetime | None = None
 
-    with state_lock(label, args) as free:
-        if not free:
-            return EXIT_OK
-        try:
-            emitter = make_emitter(args.conf, args.dry_run)
-        except ValueError as error:
-            print(f"{label}: {error}", file=sys.stderr)
-            return EXIT_USAGE
-        grouper = TaskGrouper(emitter.emit, job_namespace(args.namespace), INTEGRATION, args.idle_gap)
-        grouper.restore(checkpoint.last.get("open_runs", ()))
-        converter = RowConverter(namespace, LineageCache(), args.max_statement_chars or DEFAULT_MAX_STATEMENT_CHARS)
+    def harvest(self, grouper: Any, checkpoint: Checkpoint, progress: Progress) -> Harvested:
+        from harvesters.snowflake.history import DEFAULT_MAX_STATEMENT_CHARS, LineageCache, RowConverter, parse_time
+
+        args = self.args
+        converter = RowConverter(self.namespace, LineageCache(),
+                                 args.max_statement_chars or DEFAULT_MAX_STATEMENT_CHARS)
         saved_end = checkpoint.last.get("window_end")
         previous_end = parse_time(saved_end) if saved_end else None
-        progress = Progress(label)
         now = datetime.now(timezone.utc)
-        try:
-            if connect is not None:
-                harvest, overlap, window_end, clock = _harvest_live(args, connect, converter, grouper,
-                                                                     checkpoint, previous_end, now, progress)
-            else:
-                harvest, overlap, window_end, clock = _harvest_files(args, converter, grouper, checkpoint,
-                                                                      previous_end, now, progress)
-        except UsageError as error:
-            print(f"{label}: {error}", file=sys.stderr)
-            emitter.close()
-            return EXIT_USAGE
-        except Exception as error:  # noqa: BLE001 - a live account may fail in many ways; nothing is committed
-            print(f"{label}: reading failed ({type(error).__name__}: {redact(str(error))}); state not advanced",
-                  file=sys.stderr)
-            emitter.close()
-            return EXIT_USAGE
-        progress.done()
-        state = checkpoint.current
-        if args.state:
-            grouper.close_idle(clock)
-            state["open_runs"] = grouper.open_runs_state()
-            if window_end is not None:
-                state["window_end"] = window_end.isoformat()
-                state["seen"] = harvest.seen.state(window_end - overlap)
+        if self.connect is not None:
+            harvest, self.overlap, self.window_end, clock = _harvest_live(
+                args, self.connect, converter, grouper, checkpoint, previous_end, now, progress)
         else:
-            grouper.close_all()  # no next harvest to continue them
-        window = f"window {harvest.window.start.isoformat()} to {harvest.window.end.isoformat()}" if live else ""
-        return finish_harvest(label, args, emitter, checkpoint, harvest, grouper, window)
+            harvest, self.overlap, self.window_end, clock = _harvest_files(
+                args, converter, grouper, checkpoint, previous_end, now, progress)
+        window = f"window {harvest.window.start.isoformat()} to {harvest.window.end.isoformat()}" \
+            if self.live else ""
+        return Harvested(harvest, clock, window)
+
+    def save_state(self, state: dict[str, Any], harvested: Harvested) -> None:
+        if self.window_end is not None:
+            state["window_end"] = self.window_end.isoformat()
+            state["seen"] = harvested.harvest.seen.state(self.window_end - self.overlap)
 
 
 def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, checkpoint: Any,
@@ -161,10 +146,9 @@ def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, check
     """Offline: the export files, from the previous harvest's end minus the overlap (or --since) to --until."""
     import os
 
-    from harvesters.background import worth_a_second_process
-    from harvesters.snowflake import Harvest, SeenQueries, read_history_files, read_history_files_background
-    from harvesters.snowflake_live import UsageError
-    from harvesters.state import Window, closing_clock
+    from harvesters.core.background import worth_a_second_process
+    from harvesters.snowflake.history import Harvest, SeenQueries, read_history_files, read_history_files_background
+    from harvesters.core.state import Window, closing_clock
 
     for name in args.history:
         if name != "-" and not os.path.isfile(name):
@@ -191,8 +175,8 @@ def _harvest_live(args: argparse.Namespace, connect: Callable[[], Any], converte
                   checkpoint: Any, previous_end: datetime | None, now: datetime, progress: Any
                   ) -> tuple[Any, timedelta, Any, datetime]:
     """Live: the window ``[previous end - overlap, now - lag)`` of the chosen source, de-duplicated."""
-    from harvesters.snowflake import Harvest, SeenQueries, in_start_order
-    from harvesters.snowflake_live import SOURCES, choose_source, live_window, read_rows
+    from harvesters.snowflake.history import Harvest, SeenQueries, in_start_order
+    from harvesters.snowflake.live import SOURCES, choose_source, live_window, read_rows
 
     connection = connect()
     try:

@@ -2,13 +2,13 @@
 
 A history row is one query of ``ACCOUNT_USAGE.QUERY_HISTORY`` (optionally joined with ``ACCESS_HISTORY``),
 ``INFORMATION_SCHEMA.QUERY_HISTORY()``, or a CSV / JSON-lines export of them (:func:`read_history`). Each
-row becomes a :class:`harvesters.tasks.Statement` handed to the source-neutral
-:class:`harvesters.tasks.TaskGrouper`, so every query is one run (id fixed by QUERY_ID) under a task run.
+row becomes a :class:`harvesters.core.tasks.Statement` handed to the source-neutral
+:class:`harvesters.core.tasks.TaskGrouper`, so every query is one run (id fixed by QUERY_ID) under a task run.
 
 * **Lineage**: where the row carries ACCESS_HISTORY, its objects are the lineage (``DIRECT_OBJECTS_ACCESSED``,
   else ``BASE_OBJECTS_ACCESSED`` -> inputs; ``OBJECTS_MODIFIED`` and ``OBJECT_MODIFIED_BY_DDL`` -> outputs;
   only the domains in :data:`LINEAGE_DOMAINS`); otherwise QUERY_TEXT is parsed with
-  :func:`harvesters.sql.table_lineage` (dialect ``snowflake``, the row's DATABASE_NAME and SCHEMA_NAME as
+  :func:`harvesters.sql.engine.table_lineage` (dialect ``snowflake``, the row's DATABASE_NAME and SCHEMA_NAME as
   defaults), memoised by QUERY_PARAMETERIZED_HASH or the statement shape.
 * **Task** (:func:`task_of`): a plain QUERY_TAG is the task's name; ``openlineage_parent_id=<ns>/<job>/<runId>``
   in the tag (plain, or the key of a JSON tag) makes that run the task run's parent; a tag with only a
@@ -35,7 +35,7 @@ import io
 import json
 import re
 import sys
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
@@ -45,12 +45,14 @@ import attrs
 import orjson
 from openlineage.client.facet_v2 import error_message_run, external_query_run, sql_job
 
+from harvesters.core.outcome import HarvestCounts as _BaseCounts
+from harvesters.core.outcome import Skip, Unreadable
 from emitter.records import unvalidated
-from harvesters.background import read_in_background, send_items
-from harvesters.sqlserver import Lineage, Skip, reason_of, statement_shape
-from harvesters.sqlserver import LineageCache as SqlServerLineageCache
-from harvesters.state import Window
-from harvesters.tasks import (
+from harvesters.core.background import read_in_background, send_items
+from harvesters.sql.cache import Lineage, reason_of, statement_shape
+from harvesters.sql.cache import LineageCache as BoundedLineageCache
+from harvesters.core.state import Window
+from harvesters.core.tasks import (
     UNKNOWN_TASK,
     Statement,
     TaskGrouper,
@@ -184,13 +186,6 @@ class HistoryRow:
             or self.modified_by_ddl is not None
 
 
-@attrs.frozen
-class Unreadable:
-    """A row that could not be read, and why (counted in the summary, exit code 1)."""
-
-    reason: str
-
-
 def row_from_mapping(values: Mapping[str, Any]) -> HistoryRow | Unreadable:
     """A :class:`HistoryRow` from a mapping keyed by the views' column names (any case)."""
     # exports and cursors use the views' upper-case names (anything else is upper-cased), NULL as None
@@ -294,7 +289,7 @@ def read_history_files_background(paths: list[str], namespace: str,
                                   max_statement_chars: int = DEFAULT_MAX_STATEMENT_CHARS
                                   ) -> Iterator[PreparedRow | HistoryRow | Unreadable]:
     """:func:`read_history_files`, the reading, parsing and ordering done by a second process
-    (:mod:`harvesters.background`), which also prepares the rows (:func:`prepare_row`, for the account's dataset
+    (:mod:`harvesters.core.background`), which also prepares the rows (:func:`prepare_row`, for the account's dataset
     ``namespace`` and ``max_statement_chars``); HistoryRows, not prepared, when no second process can be started."""
     return read_in_background(send_history_rows, [namespace, str(max_statement_chars), *paths], _unpack_row,
                               lambda: read_history_files(paths), ", ".join(paths))
@@ -417,7 +412,7 @@ def named_temps(sql: str, temps: frozenset[str]) -> frozenset[str]:
     return frozenset(t for t in temps if _last_part(t) in lowered)
 
 
-class LineageCache(SqlServerLineageCache):
+class LineageCache(BoundedLineageCache):
     """``table_lineage`` in the Snowflake dialect, memoised (least recently used out) by
     (QUERY_PARAMETERIZED_HASH or statement shape, database, schema, the session's temp tables)."""
 
@@ -484,11 +479,11 @@ class PreparedRow(NamedTuple):
     parent_id: str | None
     root_parent_id: str | None
     procedure: str | None  # of a CALL
-    marker: bool  # an explicit run marker (:func:`harvesters.tasks.is_run_marker`)
+    marker: bool  # an explicit run marker (:func:`harvesters.core.tasks.is_run_marker`)
     parsed: Lineage | Skip | None  # the text's lineage (see prepare_row's temps); None: not parsed (CALL, SHOW)
     read: tuple[str, ...] | None  # ACCESS_HISTORY's datasets read; None when the row has no ACCESS_HISTORY
     written: tuple[str, ...]
-    run_id: str  # of the query's run (:func:`harvesters.tasks.statement_run_id`)
+    run_id: str  # of the query's run (:func:`harvesters.core.tasks.statement_run_id`)
 
 
 def prepare_row(row: HistoryRow, lineage: LineageCache, max_statement_chars: int, namespace: str,
@@ -684,17 +679,11 @@ class SeenQueries:
 # ---- the harvest loop ----------------------------------------------------------------------------------
 
 
-@attrs.define
-class HarvestCounts:
-    """What a harvest read and skipped (the fields ``harvesters.cli.summary_line`` prints)."""
+class HarvestCounts(_BaseCounts):
+    """What a Snowflake harvest read and skipped; ``events`` counts history rows, rows outside the window are
+    counted in ``source`` with their side."""
 
-    READ: ClassVar[str] = "history rows"  # what ``events`` counts, in the summary line
-    events: int = 0  # history rows read
-    unreadable: Counter[str] = attrs.field(factory=Counter)
-    skipped: Counter[str] = attrs.field(factory=Counter)
-    unparsed: Counter[str] = attrs.field(factory=Counter)
-    outside_window: int = 0  # unused: rows outside the window are counted in ``source`` with their side
-    source: Counter[str] = attrs.field(factory=Counter)  # duplicates, rows outside the window, reader notes
+    READ: ClassVar[str] = "history rows"
 
 
 class Harvest:

@@ -21,7 +21,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.tokens import Token, TokenType
 
-from harvesters.sql_dialects import DIALECTS, DialectRules, rules_for
+from harvesters.sql.dialects import DIALECTS, DialectRules, rules_for
 
 __all__ = ["MAX_NESTING", "MAX_SQL_BYTES", "TableLineage", "table_lineage"]
 
@@ -68,7 +68,7 @@ def table_lineage(
 ) -> TableLineage:
     """Return the tables `sql` reads and writes, as a `TableLineage`. Never raises.
 
-    `dialect` is a sqlglot dialect name, or one of the aliases in `harvesters.sql_dialects` ("ansi" =
+    `dialect` is a sqlglot dialect name, or one of the aliases in `harvesters.sql.dialects` ("ansi" =
     sqlglot's default dialect, "sparksql", "mssql", ...). `default_database`/`default_schema` qualify
     unqualified names (T-SQL also assumes schema dbo once a database is known); `USE` statements in the text
     change them for the rest of it. Defaults are read like identifiers of the dialect: a Snowflake default is

@@ -52,7 +52,7 @@ from openlineage.client.facet_v2 import (
 from emitter.naming import normalize_name
 from emitter.records import COMPLETE, FAIL, START, Dataset, JobRef, JobType, RunRecord, RunRef, unvalidated
 from emitter.run_ids import stable_run_id
-from harvesters.state import gap_exceeded, is_idle
+from harvesters.core.state import gap_exceeded, is_idle
 
 #: Text that starts a new task run when a statement contains it (e.g. ``/* openlineage_run_marker */``).
 RUN_MARKER = "openlineage_run_marker"

@@ -17,8 +17,9 @@ from typing import Any
 
 import attrs
 
-from harvesters.snowflake import HistoryRow, Unreadable, parse_time, row_from_mapping
-from harvesters.state import Window
+from harvesters.core.outcome import UsageError
+from harvesters.snowflake.history import HistoryRow, Unreadable, parse_time, row_from_mapping
+from harvesters.core.state import Window
 
 #: The harvester's own QUERY_TAG: its queries are left out of what it reads.
 HARVESTER_TAG = "openlineage-harvest"
@@ -105,10 +106,6 @@ SOURCES: Mapping[str, LiveSource] = {
 USER_SOURCES = ("account_usage", "information_schema")
 #: How far back the first live harvest (no state, no --since) reads.
 FIRST_WINDOW = timedelta(days=1)
-
-
-class UsageError(Exception):
-    """A configuration mistake the user must fix (exit code 2)."""
 
 
 def bind_time(instant: datetime) -> str:
@@ -352,7 +349,7 @@ def connect_odbc(conn_str: str) -> Any:
 def live_window(previous_end: datetime | None, now: datetime, source: LiveSource, since: datetime | None,
                 until: datetime | None, lag: timedelta | None, overlap: timedelta | None) -> Window:
     """``[previous end - overlap, now - lag)``; the first harvest reads :data:`FIRST_WINDOW` before that end."""
-    from harvesters.state import harvest_window
+    from harvesters.core.state import harvest_window
 
     lag = source.lag if lag is None else lag
     window = harvest_window(previous_end, now, since=since, until=until,

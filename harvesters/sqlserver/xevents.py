@@ -18,7 +18,7 @@ A cut that falls inside a CDATA section (a statement containing the text ``<even
 ``<![CDATA[`` without its ``]]>``) and the pieces are joined again before parsing.
 
 Parsing is about a fifth of a harvest's time: for large files the SQL Server harvester does it in a second
-process (:func:`harvesters.sqlserver.read_readings_background`).
+process (:func:`harvesters.sqlserver.reading.read_readings_background`).
 """
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
 import attrs
+
+from harvesters.core.outcome import Unreadable
 
 #: Largest single event accepted; bigger ones are counted as unreadable and skipped.
 DEFAULT_MAX_EVENT_BYTES = 64 * 1024 * 1024
@@ -61,14 +63,6 @@ class XEvent:
     actions: Mapping[str, str]  # actions (<action>): name -> <value> text
 
 
-@attrs.frozen(slots=True)
-class Unreadable:
-    """A piece of input that is not a readable event: why, and where it started."""
-
-    reason: str
-    offset: int
-
-
 @attrs.define(slots=True)  # one per event: not frozen (see XEvent); never changed
 class Item:
     """What the reader yields: an event or an unreadable piece, and the offset to resume after it.
@@ -77,7 +71,7 @@ class Item:
     event at the very end of the input it stays at that event's start: the writer may still be appending it.
     """
 
-    value: XEvent | Unreadable | Any  # or what a reader made of the event (harvesters.sqlserver.Reading)
+    value: XEvent | Unreadable | Any  # or what a reader made of the event (harvesters.sqlserver.reading.Reading)
     resume_offset: int
 
 

@@ -9,7 +9,7 @@ procedure whose ``sp_statement_completed`` events it covers; ``error_reported`` 
 next statement or container of the same activity that was running when the error was raised (a statement event
 has no outcome of its own). Any other event is counted and skipped.
 
-Table lineage comes from :func:`harvesters.sql.table_lineage` (T-SQL, the event's ``database_name`` as the
+Table lineage comes from :func:`harvesters.sql.engine.table_lineage` (T-SQL, the event's ``database_name`` as the
 default database, ``dbo`` as the default schema), cached by the statement's *shape* (literals replaced by
 ``?``) so a statement repeated with other values is parsed once; the SQL facet keeps the original text
 (the emitter redacts it).
@@ -20,27 +20,25 @@ errors). Large files do the first half in a second process (:func:`read_readings
 """
 from __future__ import annotations
 
-import io
-import os
-import re
 import sys
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any
 
 import attrs
 
-from harvesters.background import read_in_background, send_items
-from harvesters.state import Window
-from harvesters.tasks import Statement, TaskGrouper, find_parent_ids, is_run_marker
-from harvesters.xevents import (
+from harvesters.core.outcome import HarvestCounts, Skip
+from harvesters.sql.cache import NO_LINEAGE, reason_of
+from harvesters.sql.cache import LineageCache as BoundedLineageCache
+from harvesters.core.background import read_in_background, send_items
+from harvesters.core.state import Window
+from harvesters.core.tasks import Statement, TaskGrouper, find_parent_ids, is_run_marker
+from harvesters.sqlserver.xevents import (
     DEFAULT_MAX_EVENT_BYTES,
     Item,
     Unreadable,
     XEvent,
-    parse_event,
-    read_events,
     read_file,
 )
 
@@ -91,110 +89,12 @@ class ModuleEnd:
     failed: bool = False
 
 
-@attrs.frozen
-class Skip:
-    """An event that yields no statement, and why (counted in the summary)."""
-
-    reason: str
-    unparsed: bool = False  # a statement whose lineage could not be worked out (exit code 1)
-    #: the unparsed statement without lineage: it still continues or ends its task run (markers, parent ids)
-    statement: Statement | None = None
-
-
-# ---- statement shapes and the lineage cache -------------------------------------------------------------
-
-_SHAPE_TOKENS = re.compile(
-    r"(?=[\[\"N'+\-0-9])"  # the first characters of the tokens below: lets the scan skip other text fast
-    r"(?:(\[[^\]]*\]|\"[^\"]*\")"  # quoted identifiers: kept (they may contain digits or quotes)
-    r"|N?'(?:[^']|'')*'"  # string literals
-    r"|(?<![\w@#$])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w]))"  # numbers, not digits inside names
-)
-_SP_EXECUTESQL = re.compile(r"^\s*exec(?:ute)?\s+(?:\[?sys\]?\.)?\[?sp_executesql\]?\s+N?'((?:[^']|'')*)'",
-                            re.IGNORECASE)
-
-
-def _keep_identifiers(match: re.Match[str]) -> str:
-    return match.group(1) or "?"
-
-
-#: Text whose string literals the lineage engine reads as SQL (``EXEC ('...')``, ``sp_executesql @stmt = N'...'``,
-#: ``EXECUTE IMMEDIATE '...'``): two such statements differing only in a literal have different lineage.
-_DYNAMIC_SQL = re.compile(r"(?i)\bexec(?:ute)?\b\s*(?:\(|immediate\b|[\w.\[\]]*sp_executesql\b)")
-
-
-def statement_shape(sql: str) -> str:
-    """The statement with its literals replaced by ``?``: equal for runs of one statement with other values.
-
-    ``sp_executesql`` calls are shaped by the statement inside their first literal (the rest are parameters).
-    Other dynamic SQL is its own shape: the text in its literal decides its lineage.
-    """
-    inner = _SP_EXECUTESQL.match(sql)
-    if inner:
-        return "sp_executesql:" + statement_shape(inner.group(1).replace("''", "'"))
-    if _DYNAMIC_SQL.search(sql):
-        return sql
-    return _SHAPE_TOKENS.sub(_keep_identifiers, sql)
-
-
-@attrs.frozen(slots=True)
-class Lineage:
-    """The part of :func:`harvesters.sql.table_lineage`'s answer the harvester keeps."""
-
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    temp_inputs: tuple[str, ...]
-    temp_outputs: tuple[str, ...]
-    statement_types: tuple[str, ...]
-    error: str | None
-
-
-NO_LINEAGE = Lineage((), (), (), (), (), None)
-
-
-class LineageCache:
-    """``table_lineage`` memoised by (statement shape, default database), bounded (least recently used out).
-
-    :meth:`memoised` is the cache itself; the Snowflake harvester's cache keys it differently.
-    """
+class LineageCache(BoundedLineageCache):
+    """The engine's lineage in T-SQL (default schema ``dbo``), memoised by (statement shape, database)."""
 
     def __init__(self, dialect: str = DIALECT, default_schema: str | None = DEFAULT_SCHEMA,
                  max_entries: int = 20_000) -> None:
-        from harvesters.sql import table_lineage
-
-        self._table_lineage = table_lineage
-        self.dialect = dialect
-        self.default_schema = default_schema
-        self.max_entries = max_entries
-        self._cache: OrderedDict[tuple[Any, ...], Lineage] = OrderedDict()
-        self.hits = self.misses = 0
-
-    def lineage(self, sql: str, database: str | None) -> Lineage:
-        return self.memoised((statement_shape(sql), database), sql, default_database=database,
-                             default_schema=self.default_schema)
-
-    def memoised(self, key: tuple[Any, ...], sql: str, **engine_options: Any) -> Lineage:
-        """The lineage cached under ``key``, else ``table_lineage(sql, dialect, **engine_options)`` stored there."""
-        cached = self._cache.get(key)
-        if cached is not None:
-            self.hits += 1
-            self._cache.move_to_end(key)
-            return cached
-        self.misses += 1
-        try:
-            found = self._table_lineage(sql, self.dialect, **engine_options)
-            result = Lineage(tuple(found.inputs), tuple(found.outputs), tuple(found.temp_inputs),
-                             tuple(found.temp_outputs), tuple(found.statement_types), found.error)
-        except Exception as error:  # noqa: BLE001 - the engine promises not to raise; a bug costs one statement
-            result = Lineage((), (), (), (), (), f"lineage engine error: {type(error).__name__}")
-        self._cache[key] = result
-        if len(self._cache) > self.max_entries:
-            self._cache.popitem(last=False)
-        return result
-
-
-def reason_of(error: str) -> str:
-    """A short, countable reason from the engine's message (its first clause, at most 60 characters)."""
-    return re.split(r"[:\n]", error, maxsplit=1)[0].strip()[:60] or "unparseable"
+        super().__init__(dialect, default_schema, max_entries)
 
 
 # ---- events -> statements ------------------------------------------------------------------------------
@@ -220,7 +120,7 @@ class ErrorNote:
     message: str
 
 
-@attrs.define(slots=True)  # one per event: not frozen (see harvesters.tasks.Statement); never changed
+@attrs.define(slots=True)  # one per event: not frozen (see harvesters.core.tasks.Statement); never changed
 class Reading:
     """One event read on its own (:class:`EventReader`): what it says, before what the harvest remembers of
     earlier events (containers already covered, errors waiting for their statement) is applied to it."""
@@ -372,7 +272,7 @@ class EventConverter:
 
 def read_readings(path: str, reader: EventReader, start_offset: int = 0,
                   max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> Iterator[Item]:
-    """:func:`harvesters.xevents.read_file`, each event replaced by ``reader``'s :class:`Reading` of it."""
+    """:func:`harvesters.sqlserver.xevents.read_file`, each event replaced by ``reader``'s :class:`Reading` of it."""
     for item in read_file(path, start_offset, max_event_bytes):
         if isinstance(item.value, XEvent):
             yield Item(reader.read(item.value), item.resume_offset)
@@ -382,7 +282,7 @@ def read_readings(path: str, reader: EventReader, start_offset: int = 0,
 
 def read_readings_background(path: str, reader: EventReader, start_offset: int = 0,
                              max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> Generator[Item, None, None]:
-    """:func:`read_readings` done by a second process (:mod:`harvesters.background`): parsing the XML and
+    """:func:`read_readings` done by a second process (:mod:`harvesters.core.background`): parsing the XML and
     reading each event (table lineage included) is half of a harvest's work; the harvest process is left with
     what needs the order of events (containers, errors, task runs) and the emitter. Same items, same order.
 
@@ -449,179 +349,7 @@ def _unpack_item(packed: tuple[Any, ...]) -> Item:
     return Item(Reading(timestamp, role, activity, result), resume)
 
 
-# ---- live reading ---------------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class LiveQueries:
-    """The SQL a live harvest sends to one kind of server: the text differs per backend, the code does not.
-
-    Parameter lists name what is bound: ``path`` (event file pattern), ``file``/``offset`` (the saved
-    position), ``session`` (event session name).
-    """
-
-    read_all: str  # every event from the oldest file on
-    read_all_params: tuple[str, ...]
-    read_from: str  # events after (file, offset); must fail when that file is gone (rollover)
-    read_from_params: tuple[str, ...]
-    ring_buffer: str  # the ring_buffer target's XML document
-    ring_buffer_params: tuple[str, ...]
-
-
-_FN_XE = "SELECT CAST(event_data AS nvarchar(max)) AS event_data, file_name, file_offset " \
-         "FROM sys.fn_xe_file_target_read_file(?, NULL, {position})"
-#: The ``sqlite`` backend is the test stand-in: a table named like the function with the same columns
-#: (module_guid, package_guid, object_name, event_data, file_name, file_offset), read through the SQLite ODBC
-#: driver. ``json('...')`` raises an error when the saved file is gone, like SQL Server does.
-_SQLITE_READ = "SELECT event_data, file_name, file_offset FROM fn_xe_file_target_read_file WHERE ? IS NOT NULL"
-BACKENDS: Mapping[str, LiveQueries] = {
-    "sqlserver": LiveQueries(
-        read_all=_FN_XE.format(position="NULL, NULL"), read_all_params=("path",),
-        read_from=_FN_XE.format(position="?, ?"), read_from_params=("path", "file", "offset"),
-        ring_buffer="SELECT CAST(t.target_data AS nvarchar(max)) FROM sys.dm_xe_session_targets AS t "
-                    "JOIN sys.dm_xe_sessions AS s ON s.address = t.event_session_address "
-                    "WHERE s.name = ? AND t.target_name = N'ring_buffer'",
-        ring_buffer_params=("session",),
-    ),
-    "sqlite": LiveQueries(
-        read_all=f"{_SQLITE_READ} ORDER BY file_name, file_offset, rowid", read_all_params=("path",),
-        read_from=f"{_SQLITE_READ} AND (file_name > ? OR (file_name = ? AND file_offset > ?)) "
-                  "AND (SELECT CASE WHEN EXISTS (SELECT 1 FROM fn_xe_file_target_read_file WHERE file_name = ?) "
-                  "THEN 1 ELSE json('the initial file is gone') END) ORDER BY file_name, file_offset, rowid",
-        read_from_params=("path", "file", "file", "offset", "file"),
-        ring_buffer="SELECT target_data FROM ring_buffer_target WHERE name = ?", ring_buffer_params=("session",),
-    ),
-}
-
-
-class UsageError(Exception):
-    """A configuration mistake the user must fix (exit code 2)."""
-
-
-_PASSWORD_KEY = re.compile(r"(?i)(?:^|;)\s*(?:pwd|password)\s*=")
-_APP_KEY = re.compile(r"(?i)(?:^|;)\s*(?:app|application name)\s*=")
-#: The harvester's own application name (``APP=``), so the event session can leave its queries out.
-HARVESTER_APP = "openlineage-harvest"
-_SERVER_KEY = re.compile(r"(?i)(?:^|;)\s*(?:server|address|addr|data source)\s*=\s*([^;]+)")
-
-
-def connection_string(conn: str | None, dsn: str | None, user: str | None, password_env: str | None) -> str:
-    """The ODBC connection string; the password only ever comes from the environment variable named."""
-    if conn and _PASSWORD_KEY.search(conn):
-        raise UsageError("the connection string contains a password: put it in an environment variable "
-                         "and pass --password-env VAR")
-    if bool(conn) == bool(dsn):
-        raise UsageError("give one of --connection-string or --dsn")
-    parts = [conn.rstrip(";")] if conn else [f"DSN={dsn}"]
-    if not _APP_KEY.search(conn or ""):
-        parts.append(f"APP={HARVESTER_APP}")
-    if user:
-        parts.append(f"UID={user}")
-    if password_env:
-        password = os.environ.get(password_env)
-        if password is None:
-            raise UsageError(f"environment variable {password_env} (--password-env) is not set")
-        parts.append("PWD={" + password.replace("}", "}}") + "}")  # braces: any character is allowed inside
-    return ";".join(parts) + ";"
-
-
-def server_from_connection_string(conn: str | None) -> tuple[str, str | None] | None:
-    """(host, port) from ``Server=tcp:host,1433`` / ``host\\instance`` / ``host``, or None."""
-    match = _SERVER_KEY.search(conn or "")
-    if not match:
-        return None
-    server = re.sub(r"(?i)^(tcp|np|lpc):", "", match.group(1).strip())
-    host, _, port = server.partition(",")
-    return host.strip(), port.strip() or None
-
-
-@attrs.frozen
-class FilePosition:
-    """Where a live event_file harvest resumes: after the block (file, offset), skipping ``done`` events of
-    the block (``partial_file``, ``partial_offset``) that were already harvested (a stop inside a block)."""
-
-    file: str | None = None
-    offset: int | None = None
-    partial_file: str | None = None
-    partial_offset: int | None = None
-    done: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-def read_event_file(connection: Any, queries: LiveQueries, path: str, position: FilePosition,
-                    counts: Counter[str]) -> Iterator[tuple[XEvent | Unreadable, FilePosition]]:
-    """Events of an event_file target after ``position``, each with the position after it.
-
-    When the saved file is gone (rolled over), reading starts again from the oldest file (counted as
-    ``rollover``: events written and removed between two harvests are lost; harvest more often or raise
-    ``max_rollover_files``).
-    """
-    import pyodbc  # deferred: needs unixODBC's libodbc
-
-    values = {"path": path, "file": position.file, "offset": position.offset}
-    cursor = connection.cursor()
-    if position.file is None:
-        cursor.execute(queries.read_all, *[values[p] for p in queries.read_all_params])
-    else:
-        try:
-            cursor.execute(queries.read_from, *[values[p] for p in queries.read_from_params])
-        except pyodbc.Error:
-            counts["rollover"] += 1
-            position = FilePosition()
-            cursor = connection.cursor()
-            cursor.execute(queries.read_all, *[values[p] for p in queries.read_all_params])
-    complete = (position.file, position.offset)
-    block: tuple[str, int] | None = None
-    in_block = 0
-    while True:
-        rows = cursor.fetchmany(500)
-        if not rows:
-            break
-        for event_data, file_name, file_offset in rows:
-            here = (str(file_name), int(file_offset))
-            if here != block:
-                if block is not None:
-                    complete = block
-                block, in_block = here, 0
-            in_block += 1
-            if (position.partial_file, position.partial_offset) == here and in_block <= position.done:
-                continue  # harvested before a stop inside this block
-            after = FilePosition(complete[0], complete[1], here[0], here[1], in_block)
-            try:
-                value: XEvent | Unreadable = parse_event(
-                    event_data.encode("utf-8", "surrogatepass") if isinstance(event_data, str) else event_data)
-            except (ValueError, SyntaxError):
-                value = Unreadable("malformed event", here[1])
-            yield value, after
-
-
-def read_ring_buffer(connection: Any, queries: LiveQueries, session: str) -> Iterator[Item]:
-    """Events of a ring_buffer target (one XML document, read whole: the buffer is bounded by its size)."""
-    cursor = connection.cursor()
-    cursor.execute(queries.ring_buffer, *[{"session": session}[p] for p in queries.ring_buffer_params])
-    row = cursor.fetchone()
-    if row is None or row[0] is None:
-        raise UsageError(f"no ring_buffer target for the event session {session!r}")
-    data = row[0].encode("utf-8") if isinstance(row[0], str) else bytes(row[0])
-    yield from read_events(io.BytesIO(data))
-
-
 # ---- the harvest loop -----------------------------------------------------------------------------------
-
-
-@attrs.define
-class HarvestCounts:
-    """What a harvest read and skipped, for the summary line and the exit code."""
-
-    READ: ClassVar[str] = "events"  # what ``events`` counts, in the summary line
-    events: int = 0  # readable events read
-    unreadable: Counter[str] = attrs.field(factory=Counter)  # by reason
-    skipped: Counter[str] = attrs.field(factory=Counter)  # events without a statement, by reason
-    unparsed: Counter[str] = attrs.field(factory=Counter)  # statements whose lineage failed, by reason
-    outside_window: int = 0
-    source: Counter[str] = attrs.field(factory=Counter)  # reader notes (rollover)
 
 
 class Harvest:

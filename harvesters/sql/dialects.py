@@ -1,4 +1,4 @@
-"""Per-dialect rules for `harvesters.sql.table_lineage`, kept as data.
+"""Per-dialect rules for `harvesters.sql.engine.table_lineage`, kept as data.
 
 Everything that differs between SQL dialects (which sqlglot parser reads the text, how identifiers are
 case-normalised, what `db..t` means, what `USE x` changes, how batches are separated) is a field of
@@ -15,7 +15,7 @@ import attrs
 from sqlglot import exp
 from sqlglot.tokens import Token
 
-from harvesters.sql_tsql import fix_tokens as _tsql_fix_tokens
+from harvesters.sql.tsql import fix_tokens as _tsql_fix_tokens
 
 CaseRule = Literal["upper", "lower", "as_written"]
 # Rewrites a batch's tokens before parsing; returns the tokens and the source spans of extra write

@@ -6,7 +6,7 @@
   directory), and the harvester commits only after every event the new state covers was delivered or
   spooled: a crash or a failed delivery leaves ``last`` in place, the next run redoes the work, and the
   deterministic run ids make the redo produce the same events.
-* :class:`HarvestLock`: ``fcntl.flock`` on ``{state}.lock`` so two overlapping cron runs never harvest the
+* :class:`HarvestLock`: a filelock on ``{state}.lock`` so two overlapping cron runs never harvest the
   same position twice; the second one finds the lock taken and leaves.
 * Window arithmetic as pure functions (:func:`harvest_window`, :func:`gap_exceeded`, :func:`is_idle`,
   :func:`closing_clock`), tested through a table of cases.
@@ -14,14 +14,13 @@
 from __future__ import annotations
 
 import copy
-import fcntl
 import json
 import os
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
-from typing import IO, Any
+from typing import Any
 
 import attrs
 
@@ -146,34 +145,36 @@ class Checkpoint:
 
 
 class HarvestLock:
-    """An exclusive, non-blocking ``flock`` on ``{state}.lock``, released when the process ends at the latest."""
+    """An exclusive, non-blocking lock on ``{state}.lock`` (filelock: flock on POSIX, msvcrt on Windows), released
+    when the process ends at the latest. The holder's pid is written beside it (``{state}.lock.pid``, not in the
+    lock file: some filelock versions truncate the lock file when a contender opens it)."""
 
     def __init__(self, state_path: Path | str) -> None:
         self.path = Path(f"{state_path}.lock")
-        self._file: IO[str] | None = None
+        self.pid_path = Path(f"{state_path}.lock.pid")
+        self._lock: Any = None
 
     def acquire(self) -> None:
         """Take the lock or raise LockBusy naming the holder's pid."""
+        import filelock  # deferred: only harvests that keep a state take the lock
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+", encoding="utf-8")
+        lock = filelock.FileLock(self.path, timeout=0)
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "?"
-            handle.close()
+            lock.acquire()
+        except filelock.Timeout:
+            try:
+                holder = self.pid_path.read_text(encoding="utf-8").strip() or "?"
+            except OSError:
+                holder = "?"
             raise LockBusy(f"another harvest (pid {holder}) holds {self.path}") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
-        self._file = handle
+        self.pid_path.write_text(str(os.getpid()), encoding="utf-8")
+        self._lock = lock
 
     def release(self) -> None:
-        if self._file is not None:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
-            self._file.close()
-            self._file = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def __enter__(self) -> HarvestLock:
         self.acquire()

@@ -1,0 +1,49 @@
+"""What a harvest counts and how it fails: shared by every source, printed in the summary line.
+
+Every record read is either harvested or counted here with a reason (``unreadable``, ``skipped``, ``unparsed``,
+``source`` notes); the exit code follows from these counts (:func:`harvesters.core.run.finish_harvest`).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, ClassVar
+
+import attrs
+
+if TYPE_CHECKING:
+    from harvesters.core.tasks import Statement
+
+
+class UsageError(Exception):
+    """A configuration mistake the user must fix (exit code 2)."""
+
+
+@attrs.frozen
+class Unreadable:
+    """A piece of input that is not a readable record: why, and where it started (byte offset, when known)."""
+
+    reason: str
+    offset: int = 0
+
+
+@attrs.frozen
+class Skip:
+    """A record that yields no statement, and why (counted in the summary)."""
+
+    reason: str
+    unparsed: bool = False  # a statement whose lineage could not be worked out (exit code 1)
+    #: the unparsed statement without lineage: it still continues or ends its task run (markers, parent ids)
+    statement: Statement | None = None
+
+
+@attrs.define
+class HarvestCounts:
+    """What a harvest read and skipped, for the summary line and the exit code."""
+
+    READ: ClassVar[str] = "events"  # what ``events`` counts, in the summary line
+    events: int = 0  # readable records read
+    unreadable: Counter[str] = attrs.field(factory=Counter)  # by reason
+    skipped: Counter[str] = attrs.field(factory=Counter)  # records without a statement, by reason
+    unparsed: Counter[str] = attrs.field(factory=Counter)  # statements whose lineage failed, by reason
+    outside_window: int = 0
+    source: Counter[str] = attrs.field(factory=Counter)  # reader notes (rollover, duplicates, window sides)

@@ -1,0 +1,236 @@
+"""``harvest sqlserver``: its options and its source for :func:`harvesters.core.run.run_harvest`.
+
+Offline, exported XML files are read from their saved byte positions (a file replaced since is read from the
+start); live, the event session's file target is read from its saved file and offset, or its ring buffer
+whole, skipping what the watermark says was harvested before.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import logging
+import os
+import sys
+from collections.abc import Generator, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from harvesters.core.outcome import UsageError
+from harvesters.core.run import EXIT_CODES_HELP, Harvested, Progress, add_common_options, instant, run_harvest
+from harvesters.core.state import Checkpoint
+
+log = logging.getLogger(__name__)
+
+LABEL = "harvest sqlserver"
+#: Bytes of an XML file's start remembered with its position, to notice a file replaced by another.
+HEAD_BYTES = 4096
+#: ODBC login timeout: a cron run against an unreachable server gives up instead of holding the lock.
+LOGIN_TIMEOUT_SECONDS = 30
+
+
+def add_sqlserver_parser(sub: Any) -> None:
+    """Register ``harvest sqlserver`` on the ``harvest`` subcommand parser."""
+    parser = sub.add_parser("sqlserver", help="harvest SQL Server Extended Events",
+                            description="Harvest lineage from SQL Server Extended Events (see README).",
+                            epilog=EXIT_CODES_HELP)
+    source = parser.add_argument_group("source (one of)")
+    source.add_argument("--xml", action="append", metavar="FILE",
+                        help="exported event XML: one <event> per line, a stream of <event>s or a "
+                             "<RingBufferTarget> document; '-' reads stdin (repeatable)")
+    source.add_argument("--connection-string", metavar="ODBC",
+                        help="ODBC connection string without the password, e.g. "
+                             "'Driver={ODBC Driver 18 for SQL Server};Server=db01,1433;Encrypt=yes'")
+    source.add_argument("--dsn", help="ODBC data source name (odbc.ini)")
+    parser.add_argument("--user", help="login (UID) for --connection-string/--dsn")
+    parser.add_argument("--password-env", metavar="VAR", help="environment variable holding the password")
+    parser.add_argument("--target", choices=("event_file", "ring_buffer"), default="event_file",
+                        help="event session target to read live (default event_file)")
+    parser.add_argument("--xe-session", default="openlineage", metavar="NAME",
+                        help="event session name (default openlineage)")
+    parser.add_argument("--xe-path", metavar="PATTERN",
+                        help="event_file path pattern for fn_xe_file_target_read_file (default NAME*.xel, "
+                             "resolved in the server's log directory)")
+    parser.add_argument("--backend", default="sqlserver", help=argparse.SUPPRESS)  # "sqlite": the test stand-in
+    parser.add_argument("--server", metavar="HOST[:PORT]",
+                        help="server the datasets live on: namespace sqlserver://host:port (port 1433 by "
+                             "default; HOST\\INSTANCE for a named instance). Required with --xml and --dsn")
+    parser.add_argument("--max-statement-chars", type=int, default=None, metavar="N",
+                        help="longer statements are not parsed for lineage (default 1000000)")
+    add_common_options(parser)
+    parser.set_defaults(run=run_sqlserver)
+
+
+def run_sqlserver(args: argparse.Namespace) -> int:
+    """``harvest sqlserver``: see the module docstring and the README section."""
+    return run_harvest(SqlServerSource, LABEL, args)
+
+
+def parse_server(text: str) -> tuple[str, str | None]:
+    """``host``, ``host:1433``, ``host,1433`` (SQL Server style), ``host\\instance``."""
+    if "\\" in text:
+        return text, None
+    if text.count(":") == 1 or "," in text:
+        host, _, port = text.replace(",", ":").rpartition(":")
+        return host, port or None
+    return text, None
+
+
+class SqlServerSource:
+    """Extended Events from XML files or a live event session (see :class:`harvesters.core.run.HarvestSource`)."""
+
+    label = LABEL
+    integration = "SQLSERVER"
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from emitter.naming import sqlserver_namespace
+        from harvesters.sqlserver.live import BACKENDS, connection_string, server_from_connection_string
+
+        self.args = args
+        self.live = bool(args.connection_string or args.dsn)
+        if bool(args.xml) == self.live:
+            raise UsageError("give --xml FILE, or --connection-string / --dsn for a live harvest")
+        if args.backend not in BACKENDS:
+            raise UsageError(f"unknown backend {args.backend!r}")
+        server = parse_server(args.server) if args.server else (
+            server_from_connection_string(args.connection_string) if self.live else None)
+        if server is None:
+            raise UsageError("--server HOST[:PORT] is needed to name the datasets (sqlserver://host:port)")
+        self.namespace = sqlserver_namespace(*server)
+        self.conn_str = connection_string(args.connection_string, args.dsn, args.user, args.password_env) \
+            if self.live else None
+        if args.xml and args.state and "-" in args.xml:
+            raise UsageError("--state cannot keep a position in stdin ('--xml -')")
+        missing = [name for name in args.xml or () if name != "-" and not os.path.isfile(name)]
+        if missing:
+            raise UsageError(f"no such file: {', '.join(missing)}")
+        self.state_name = f"sqlserver {self.namespace}"
+        self.converter: Any = None
+
+    def harvest(self, grouper: Any, checkpoint: Checkpoint, progress: Progress) -> Harvested:
+        from harvesters.core.state import Window, closing_clock
+        from harvesters.sqlserver.reading import DEFAULT_MAX_STATEMENT_CHARS, EventConverter, Harvest, LineageCache
+
+        args = self.args
+        self.converter = EventConverter(self.namespace, LineageCache(),
+                                        args.max_statement_chars or DEFAULT_MAX_STATEMENT_CHARS)
+        self.converter.restore(list(checkpoint.last.get("covered_activities", ())),
+                               list(checkpoint.last.get("pending_errors", ())))
+        harvest = Harvest(self.converter, grouper, Window(args.since, args.until), progress.tick)
+        if self.live:
+            assert self.conn_str is not None
+            _harvest_live(args, self.conn_str, harvest, checkpoint.current)
+        else:
+            _harvest_xml(args, harvest, checkpoint.current)
+        return Harvested(harvest, closing_clock(datetime.now(timezone.utc), args.until))
+
+    def save_state(self, state: dict[str, Any], harvested: Harvested) -> None:
+        state["covered_activities"] = self.converter.covered_state()
+        state["pending_errors"] = self.converter.errors_state()
+
+
+# ---- offline: exported XML files -----------------------------------------------------------------------
+
+
+def _file_head(path: str, size: int) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read(size)).hexdigest()
+
+
+def _xml_items(path: str, saved: Mapping[str, Any] | None, reader: Any) -> tuple[Generator[Any, None, None], int]:
+    """Items of one XML file from its saved position (from the start when the file was replaced): events, or
+    ``reader``'s readings of them when a second process reads a large file."""
+    from harvesters.core.background import worth_a_second_process
+    from harvesters.sqlserver.reading import read_readings_background
+    from harvesters.sqlserver.xevents import read_events, read_file
+
+    if path == "-":
+        return read_events(sys.stdin.buffer), 0
+    offset = int(saved.get("offset", 0)) if saved else 0
+    if offset:
+        assert saved is not None
+        head_len = int(saved.get("head_len", 0))
+        size = os.path.getsize(path)
+        if size < offset or _file_head(path, head_len) != saved.get("head"):
+            log.warning("%s was replaced since the last harvest: reading it from the start", path)
+            offset = 0
+    if worth_a_second_process(path):
+        return read_readings_background(path, reader, offset), offset
+    return read_file(path, offset), offset
+
+
+def _harvest_xml(args: argparse.Namespace, harvest: Any, state: dict[str, Any]) -> None:
+    files = state.setdefault("files", {})
+    for name in args.xml:
+        path = name if name == "-" else os.path.abspath(name)
+        items, offset = _xml_items(path, files.get(path), harvest.converter.reader)
+        position = offset
+        stopped = False
+        with contextlib.closing(items):  # stops a background reader at once when stopping early
+            for item in items:
+                if not harvest.feed(item.value):
+                    stopped = True
+                    break
+                position = item.resume_offset
+        if path != "-":
+            head_len = min(HEAD_BYTES, position)
+            files[path] = {"offset": position, "head_len": head_len, "head": _file_head(path, head_len)}
+        if stopped:
+            break
+
+
+# ---- live: the event session ---------------------------------------------------------------------------
+
+
+def _harvest_live(args: argparse.Namespace, conn_str: str, harvest: Any, state: dict[str, Any]) -> None:
+    import pyodbc  # deferred: needs unixODBC's libodbc (extra 'sqlserver')
+
+    from harvesters.sqlserver.live import BACKENDS, FilePosition, read_event_file
+
+    queries = BACKENDS[args.backend]
+    connection = pyodbc.connect(conn_str, autocommit=True, timeout=LOGIN_TIMEOUT_SECONDS)
+    try:
+        if args.target == "event_file":
+            saved = state.get("event_file") or {}
+            position = FilePosition(**saved)
+            path = args.xe_path or f"{args.xe_session}*.xel"
+            for value, after in read_event_file(connection, queries, path, position, harvest.counts.source):
+                if not harvest.feed(value):
+                    break
+                position = after
+            state["event_file"] = position.to_json()
+        else:
+            _harvest_ring_buffer(args, connection, harvest, state, queries)
+    finally:
+        connection.close()
+
+
+def _harvest_ring_buffer(args: argparse.Namespace, connection: Any, harvest: Any, state: dict[str, Any],
+                         queries: Any) -> None:
+    """A ring buffer has no position: every harvest reads the whole buffer and skips what the watermark
+    (latest event time, and the events at exactly that time) says was harvested before."""
+    from harvesters.sqlserver.live import read_ring_buffer
+    from harvesters.sqlserver.xevents import XEvent
+
+    mark = state.get("ring_buffer") or {}
+    mark_time = instant(mark["time"]) if mark.get("time") else None
+    mark_keys = set(mark.get("keys", ()))
+    new_time, new_keys = mark_time, set(mark_keys)
+    for item in read_ring_buffer(connection, queries, args.xe_session):
+        value = item.value
+        if isinstance(value, XEvent):
+            key = "|".join((value.name, value.actions.get("session_id", ""), value.actions.get("event_sequence", ""),
+                            value.actions.get("attach_activity_id", "")))
+            if mark_time is not None and (value.timestamp < mark_time or
+                                          (value.timestamp == mark_time and key in mark_keys)):
+                continue
+            if not harvest.feed(value):
+                continue  # beyond --until: a later harvest takes it (the buffer is not consumed)
+            if new_time is None or value.timestamp > new_time:
+                new_time, new_keys = value.timestamp, set()
+            if value.timestamp == new_time:
+                new_keys.add(key)
+        else:
+            harvest.feed(value)
+    if new_time is not None:
+        state["ring_buffer"] = {"time": new_time.isoformat(), "keys": sorted(new_keys)}

@@ -1,0 +1,171 @@
+"""The live SQL Server source: an event session's file target or ring buffer, read through pyodbc.
+
+The event file is read from its last position (:class:`FilePosition`: file name and offset, as
+``sys.fn_xe_file_target_read_file`` takes them); a ring buffer has no position and is read whole (the harvest
+skips what its watermark says was read before). The connection string never holds the password: it comes
+from an environment variable at connect time.
+"""
+from __future__ import annotations
+
+import io
+import os
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import attrs
+
+from harvesters.core.outcome import Unreadable, UsageError
+from harvesters.sqlserver.xevents import Item, XEvent, parse_event, read_events
+
+@attrs.frozen
+class LiveQueries:
+    """The SQL a live harvest sends to one kind of server: the text differs per backend, the code does not.
+
+    Parameter lists name what is bound: ``path`` (event file pattern), ``file``/``offset`` (the saved
+    position), ``session`` (event session name).
+    """
+
+    read_all: str  # every event from the oldest file on
+    read_all_params: tuple[str, ...]
+    read_from: str  # events after (file, offset); must fail when that file is gone (rollover)
+    read_from_params: tuple[str, ...]
+    ring_buffer: str  # the ring_buffer target's XML document
+    ring_buffer_params: tuple[str, ...]
+
+
+_FN_XE = "SELECT CAST(event_data AS nvarchar(max)) AS event_data, file_name, file_offset " \
+         "FROM sys.fn_xe_file_target_read_file(?, NULL, {position})"
+#: The ``sqlite`` backend is the test stand-in: a table named like the function with the same columns
+#: (module_guid, package_guid, object_name, event_data, file_name, file_offset), read through the SQLite ODBC
+#: driver. ``json('...')`` raises an error when the saved file is gone, like SQL Server does.
+_SQLITE_READ = "SELECT event_data, file_name, file_offset FROM fn_xe_file_target_read_file WHERE ? IS NOT NULL"
+BACKENDS: Mapping[str, LiveQueries] = {
+    "sqlserver": LiveQueries(
+        read_all=_FN_XE.format(position="NULL, NULL"), read_all_params=("path",),
+        read_from=_FN_XE.format(position="?, ?"), read_from_params=("path", "file", "offset"),
+        ring_buffer="SELECT CAST(t.target_data AS nvarchar(max)) FROM sys.dm_xe_session_targets AS t "
+                    "JOIN sys.dm_xe_sessions AS s ON s.address = t.event_session_address "
+                    "WHERE s.name = ? AND t.target_name = N'ring_buffer'",
+        ring_buffer_params=("session",),
+    ),
+    "sqlite": LiveQueries(
+        read_all=f"{_SQLITE_READ} ORDER BY file_name, file_offset, rowid", read_all_params=("path",),
+        read_from=f"{_SQLITE_READ} AND (file_name > ? OR (file_name = ? AND file_offset > ?)) "
+                  "AND (SELECT CASE WHEN EXISTS (SELECT 1 FROM fn_xe_file_target_read_file WHERE file_name = ?) "
+                  "THEN 1 ELSE json('the initial file is gone') END) ORDER BY file_name, file_offset, rowid",
+        read_from_params=("path", "file", "file", "offset", "file"),
+        ring_buffer="SELECT target_data FROM ring_buffer_target WHERE name = ?", ring_buffer_params=("session",),
+    ),
+}
+
+
+_PASSWORD_KEY = re.compile(r"(?i)(?:^|;)\s*(?:pwd|password)\s*=")
+_APP_KEY = re.compile(r"(?i)(?:^|;)\s*(?:app|application name)\s*=")
+#: The harvester's own application name (``APP=``), so the event session can leave its queries out.
+HARVESTER_APP = "openlineage-harvest"
+_SERVER_KEY = re.compile(r"(?i)(?:^|;)\s*(?:server|address|addr|data source)\s*=\s*([^;]+)")
+
+
+def connection_string(conn: str | None, dsn: str | None, user: str | None, password_env: str | None) -> str:
+    """The ODBC connection string; the password only ever comes from the environment variable named."""
+    if conn and _PASSWORD_KEY.search(conn):
+        raise UsageError("the connection string contains a password: put it in an environment variable "
+                         "and pass --password-env VAR")
+    if bool(conn) == bool(dsn):
+        raise UsageError("give one of --connection-string or --dsn")
+    parts = [conn.rstrip(";")] if conn else [f"DSN={dsn}"]
+    if not _APP_KEY.search(conn or ""):
+        parts.append(f"APP={HARVESTER_APP}")
+    if user:
+        parts.append(f"UID={user}")
+    if password_env:
+        password = os.environ.get(password_env)
+        if password is None:
+            raise UsageError(f"environment variable {password_env} (--password-env) is not set")
+        parts.append("PWD={" + password.replace("}", "}}") + "}")  # braces: any character is allowed inside
+    return ";".join(parts) + ";"
+
+
+def server_from_connection_string(conn: str | None) -> tuple[str, str | None] | None:
+    """(host, port) from ``Server=tcp:host,1433`` / ``host\\instance`` / ``host``, or None."""
+    match = _SERVER_KEY.search(conn or "")
+    if not match:
+        return None
+    server = re.sub(r"(?i)^(tcp|np|lpc):", "", match.group(1).strip())
+    host, _, port = server.partition(",")
+    return host.strip(), port.strip() or None
+
+
+@attrs.frozen
+class FilePosition:
+    """Where a live event_file harvest resumes: after the block (file, offset), skipping ``done`` events of
+    the block (``partial_file``, ``partial_offset``) that were already harvested (a stop inside a block)."""
+
+    file: str | None = None
+    offset: int | None = None
+    partial_file: str | None = None
+    partial_offset: int | None = None
+    done: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+def read_event_file(connection: Any, queries: LiveQueries, path: str, position: FilePosition,
+                    counts: Counter[str]) -> Iterator[tuple[XEvent | Unreadable, FilePosition]]:
+    """Events of an event_file target after ``position``, each with the position after it.
+
+    When the saved file is gone (rolled over), reading starts again from the oldest file (counted as
+    ``rollover``: events written and removed between two harvests are lost; harvest more often or raise
+    ``max_rollover_files``).
+    """
+    import pyodbc  # deferred: needs unixODBC's libodbc
+
+    values = {"path": path, "file": position.file, "offset": position.offset}
+    cursor = connection.cursor()
+    if position.file is None:
+        cursor.execute(queries.read_all, *[values[p] for p in queries.read_all_params])
+    else:
+        try:
+            cursor.execute(queries.read_from, *[values[p] for p in queries.read_from_params])
+        except pyodbc.Error:
+            counts["rollover"] += 1
+            position = FilePosition()
+            cursor = connection.cursor()
+            cursor.execute(queries.read_all, *[values[p] for p in queries.read_all_params])
+    complete = (position.file, position.offset)
+    block: tuple[str, int] | None = None
+    in_block = 0
+    while True:
+        rows = cursor.fetchmany(500)
+        if not rows:
+            break
+        for event_data, file_name, file_offset in rows:
+            here = (str(file_name), int(file_offset))
+            if here != block:
+                if block is not None:
+                    complete = block
+                block, in_block = here, 0
+            in_block += 1
+            if (position.partial_file, position.partial_offset) == here and in_block <= position.done:
+                continue  # harvested before a stop inside this block
+            after = FilePosition(complete[0], complete[1], here[0], here[1], in_block)
+            try:
+                value: XEvent | Unreadable = parse_event(
+                    event_data.encode("utf-8", "surrogatepass") if isinstance(event_data, str) else event_data)
+            except (ValueError, SyntaxError):
+                value = Unreadable("malformed event", here[1])
+            yield value, after
+
+
+def read_ring_buffer(connection: Any, queries: LiveQueries, session: str) -> Iterator[Item]:
+    """Events of a ring_buffer target (one XML document, read whole: the buffer is bounded by its size)."""
+    cursor = connection.cursor()
+    cursor.execute(queries.ring_buffer, *[{"session": session}[p] for p in queries.ring_buffer_params])
+    row = cursor.fetchone()
+    if row is None or row[0] is None:
+        raise UsageError(f"no ring_buffer target for the event session {session!r}")
+    data = row[0].encode("utf-8") if isinstance(row[0], str) else bytes(row[0])
+    yield from read_events(io.BytesIO(data))

@@ -1,0 +1,423 @@
+"""Derivation (reference section 7): runs -> job versions, dataset versions, the current graph, the job hierarchy
+and the task DAG.
+
+``refresh`` rebuilds the derived tables of the jobs that ingest marked dirty (all of a job's runs are read again,
+so events that arrived out of order give the same result as ordered ones), then the hierarchy columns of all jobs.
+``load_graph`` reads the current graph; ``task_dag`` folds it to tasks.
+"""
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from collections.abc import Iterable
+
+import attrs
+
+from .store import blob_ids, ids_blob
+
+CONTAINER_TYPES = frozenset({"DAG"})
+
+
+@attrs.define
+class Version:
+    """One job version: what its runs read and wrote while nothing changed."""
+
+    version: int
+    run_id: str
+    t: float | None
+    code: str | None
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    lineage_unknown: bool
+
+
+def job_versions(runs: Iterable[tuple]) -> list[Version]:
+    """Versions of one job from its runs ``(run_id, state_rank, start_t, code, inputs, outputs)`` in time order.
+
+    A new version when the job is new, when its input or output set changed, or when its code version changed;
+    run status is not a criterion (a failed run knows its datasets). A run without inputs/outputs whose code
+    version changed keeps the previous lineage, marked ``lineage_unknown``; a run without lineage and without code
+    change changes nothing. Runs still in progress count only while the job has no finished run."""
+    runs = list(runs)
+    finished = [r for r in runs if r[1] == 2]
+    versions: list[Version] = []
+    cur: Version | None = None
+    for run_id, _rank, t, code, inputs, outputs in (finished or runs):
+        has_io = bool(inputs or outputs)
+        if cur is None:
+            cur = Version(1, run_id, t, code, inputs, outputs, False)
+            versions.append(cur)
+            continue
+        code_changed = code is not None and code != cur.code
+        if has_io:
+            if (inputs, outputs) != (cur.inputs, cur.outputs) or code_changed or cur.lineage_unknown:
+                cur = Version(len(versions) + 1, run_id, t, code if code is not None else cur.code,
+                              inputs, outputs, False)
+                versions.append(cur)
+        elif code_changed:
+            cur = Version(len(versions) + 1, run_id, t, code, cur.inputs, cur.outputs, True)
+            versions.append(cur)
+    return versions
+
+
+def refresh(conn: sqlite3.Connection) -> int:
+    """Rebuild what depends on the runs of dirty jobs; returns how many jobs were rebuilt (0: nothing to do)."""
+    if conn.execute("SELECT 1 FROM dirty_jobs LIMIT 1").fetchone() is None:
+        return 0
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        dirty = [j for (j,) in conn.execute("SELECT job_id FROM dirty_jobs")]
+        for job_id in dirty:
+            _rebuild_job(conn, job_id)
+        _rebuild_hierarchy(conn)
+        conn.execute("DELETE FROM dirty_jobs")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return len(dirty)
+
+
+def _rebuild_job(conn: sqlite3.Connection, job_id: int) -> None:
+    rows = conn.execute("SELECT run_id, state_rank, start_t, code, inputs, outputs, state, end_t, error, "
+                        "job_type, integration FROM runs WHERE job_id=? ORDER BY start_t, end_t, run_id",
+                        (job_id,)).fetchall()
+    conn.execute("DELETE FROM job_versions WHERE job_id=?", (job_id,))
+    conn.execute("DELETE FROM job_current WHERE job_id=?", (job_id,))
+    conn.execute("DELETE FROM current_io WHERE job_id=?", (job_id,))
+    conn.execute("DELETE FROM dataset_versions WHERE job_id=?", (job_id,))
+    if not rows:
+        return
+    versions = job_versions((r[0], r[1], r[2], r[3], blob_ids(r[4]), blob_ids(r[5])) for r in rows)
+    conn.executemany("INSERT INTO job_versions VALUES (?,?,?,?,?,?,?,?)",
+                     [(job_id, v.version, v.run_id, v.t, v.code, ids_blob(v.inputs), ids_blob(v.outputs),
+                       int(v.lineage_unknown)) for v in versions])
+    last = versions[-1]
+    latest = rows[-1]
+    conn.execute("INSERT INTO job_current VALUES (?,?,?,?,?,?,?,?)",
+                 (job_id, last.version, int(last.lineage_unknown), latest[0], latest[6], latest[2],
+                  latest[8] if latest[6] == "FAIL" else None, len(rows)))
+    conn.executemany("INSERT INTO current_io VALUES (?,?,?)",
+                     [(job_id, d, 0) for d in last.inputs] + [(job_id, d, 1) for d in last.outputs])
+    # every completed run that writes a dataset makes a new version of it
+    conn.executemany("INSERT OR IGNORE INTO dataset_versions VALUES (?,?,?,?)",
+                     [(d, r[0], job_id, r[7]) for r in rows if r[6] == "COMPLETE" for d in blob_ids(r[5])])
+    typed = [r for r in rows if r[9] is not None]
+    if typed:
+        conn.execute("UPDATE jobs SET job_type=?, integration=? WHERE id=?", (typed[-1][9], typed[-1][10], job_id))
+
+
+def _rebuild_hierarchy(conn: sqlite3.Connection) -> None:
+    jobs = conn.execute("SELECT id, namespace, name, parent_namespace, parent_name FROM jobs").fetchall()
+    by_name: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for j, ns, name, _pns, _pn in jobs:
+        by_name[(ns, name)].append(j)
+    # parents known only from ParentRun facets (an Airflow DAG that sends no events) become jobs without runs
+    for _j, _ns, _name, pns, pname in jobs:
+        if pname and (pns, pname) not in by_name:
+            new = conn.execute("INSERT INTO jobs (namespace, name, parent_namespace, parent_name) "
+                               "VALUES (?,?,'','')", (pns, pname)).lastrowid
+            by_name[(pns, pname)].append(new)
+            jobs.append((new, pns, pname, "", ""))
+    latest_parent_job = dict(conn.execute(
+        "SELECT c.job_id, p.job_id FROM job_current c JOIN runs r ON r.run_id = c.latest_run_id "
+        "JOIN runs p ON p.run_id = r.parent_run_id"))
+    recent = dict(conn.execute("SELECT job_id, latest_t FROM job_current"))
+    info = {j: (ns, name) for j, ns, name, _pns, _pn in jobs}
+    parent: dict[int, int | None] = {}
+    for j, _ns, _name, pns, pname in jobs:
+        if not pname:
+            parent[j] = None
+            continue
+        cands = by_name[(pns, pname)]
+        p = latest_parent_job.get(j)
+        if p not in cands:
+            # the parent run is not known: the job of that name, the most recently run if several
+            p = max(cands, key=lambda c: (recent.get(c) or 0, c))
+        parent[j] = p if p != j else None
+    fqns: dict[int, tuple[str, str]] = {}
+
+    def fqn(j: int, seen: frozenset = frozenset()) -> tuple[str, str]:
+        if j in fqns:
+            return fqns[j]
+        ns, name = info[j]
+        p = parent[j]
+        if p is None or p in seen:
+            res = (name, ns)
+        else:
+            pf, pns = fqn(p, seen | {j})
+            praw = info[p][1]
+            if name.startswith(pf + "."):
+                res = (name, pns)
+            elif name.startswith(praw + "."):
+                res = (f"{pf}.{name[len(praw) + 1:]}", pns)
+            else:
+                res = (f"{pf}.{name}", pns)
+        fqns[j] = res
+        return res
+
+    conn.executemany("UPDATE jobs SET parent_id=?, fqn=?, effective_namespace=? WHERE id=?",
+                     [(parent[j], *fqn(j), j) for j in info])
+
+
+# -- reading the current graph ------------------------------------------------------------------------------
+@attrs.define
+class Job:
+    """A job of the current graph (inputs/outputs of its latest version)."""
+
+    id: int
+    namespace: str
+    name: str
+    fqn: str
+    effective_namespace: str
+    parent_id: int | None
+    job_type: str | None
+    integration: str | None
+    version: int | None = None
+    lineage_unknown: bool = False
+    state: str | None = None
+    latest_t: float | None = None
+    error: str | None = None
+    nruns: int = 0
+    inputs: set[int] = attrs.Factory(set)
+    outputs: set[int] = attrs.Factory(set)
+    children: list[int] = attrs.Factory(list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.effective_namespace}/{self.fqn}"
+
+    @property
+    def is_container(self) -> bool:
+        """A DAG (jobType DAG) or a parent known only from its children's ParentRun facets."""
+        return (self.job_type or "").upper() in CONTAINER_TYPES or self.nruns == 0
+
+
+@attrs.define
+class Graph:
+    """The current lineage graph: jobs (with hierarchy) and the datasets they read or write."""
+
+    jobs: dict[int, Job]
+    datasets: dict[int, tuple[str, str]]
+
+    def readers(self) -> dict[int, set[int]]:
+        out: dict[int, set[int]] = defaultdict(set)
+        for j in self.jobs.values():
+            for d in j.inputs:
+                out[d].add(j.id)
+        return out
+
+    def writers(self) -> dict[int, set[int]]:
+        out: dict[int, set[int]] = defaultdict(set)
+        for j in self.jobs.values():
+            for d in j.outputs:
+                out[d].add(j.id)
+        return out
+
+    def dataset_key(self, d: int) -> str:
+        ns, name = self.datasets[d]
+        return f"{ns}/{name}"
+
+    def visible_jobs(self) -> list[Job]:
+        """Jobs that ran or contain jobs that ran, sorted by namespace and fully qualified name."""
+        return sorted((j for j in self.jobs.values() if j.nruns or j.children), key=lambda j: (j.key, j.id))
+
+
+def load_graph(conn: sqlite3.Connection) -> Graph:
+    """Read the current graph (call ``refresh`` first)."""
+    jobs = {r[0]: Job(*r) for r in conn.execute(
+        "SELECT id, namespace, name, coalesce(fqn, name), coalesce(effective_namespace, namespace), parent_id, "
+        "job_type, integration FROM jobs")}
+    for job_id, version, unknown, state, t, error, nruns in conn.execute(
+            "SELECT job_id, version, lineage_unknown, latest_state, latest_t, error, nruns FROM job_current"):
+        j = jobs[job_id]
+        j.version, j.lineage_unknown, j.state, j.latest_t, j.error, j.nruns = \
+            version, bool(unknown), state, t, error, nruns
+    used: set[int] = set()
+    for job_id, d, direction in conn.execute("SELECT job_id, dataset_id, dir FROM current_io"):
+        (jobs[job_id].outputs if direction else jobs[job_id].inputs).add(d)
+        used.add(d)
+    for j in jobs.values():
+        if j.parent_id is not None and j.parent_id in jobs:
+            jobs[j.parent_id].children.append(j.id)
+    datasets = {}
+    if used:
+        for i, ns, name in conn.execute("SELECT id, namespace, name FROM datasets"):
+            if i in used:
+                datasets[i] = (ns, name)
+    return Graph(jobs, datasets)
+
+
+# -- task DAG -------------------------------------------------------------------------------------------------
+@attrs.define
+class TaskDag:
+    """Tasks (jobs at the chosen level, with the jobs folded into them), edges labelled with the datasets that make
+    them, topological levels, and the cycles found (each: its tasks and the datasets on its edges)."""
+
+    tasks: dict[int, Job]
+    members: dict[int, list[int]]
+    inputs: dict[int, set[int]]
+    outputs: dict[int, set[int]]
+    edges: dict[tuple[int, int], set[int]]
+    levels: dict[int, int]
+    cycles: list[dict]
+
+
+def fold_target(graph: Graph, job: Job, level: str | int) -> int | None:
+    """The job that ``job`` folds into at ``level`` (``task``, ``root``, ``leaf`` or a depth, 0 = root)."""
+    chain = [job]
+    seen = {job.id}
+    while chain[-1].parent_id is not None and chain[-1].parent_id in graph.jobs \
+            and chain[-1].parent_id not in seen:
+        seen.add(chain[-1].parent_id)
+        chain.append(graph.jobs[chain[-1].parent_id])
+    chain.reverse()  # root first
+    if level == "leaf":
+        return job.id
+    if level == "root":
+        return chain[0].id
+    if isinstance(level, int):
+        return chain[min(level, len(chain) - 1)].id
+    for j in chain:  # "task": the top-most job below containers (DAGs, parents without runs)
+        if not j.is_container:
+            return j.id
+    return job.id if (job.inputs or job.outputs) else None
+
+
+def parse_level(text: str) -> str | int:
+    """``task``/``root``/``leaf`` or a non-negative depth."""
+    if text in ("task", "root", "leaf"):
+        return text
+    if text.isdigit():
+        return int(text)
+    raise ValueError(f"level must be task, root, leaf or a depth number, not {text!r}")
+
+
+def task_dag(graph: Graph, level: str | int = "task") -> TaskDag:
+    """Fold the current graph to tasks at ``level``: task A -> task B when B reads a dataset A writes (a task
+    reading its own output is no edge). Levels by longest path from the sources; tasks of one cycle share a
+    level, and each cycle is reported with its tasks and datasets instead of failing."""
+    members: dict[int, list[int]] = defaultdict(list)
+    inputs: dict[int, set[int]] = defaultdict(set)
+    outputs: dict[int, set[int]] = defaultdict(set)
+    for job in graph.jobs.values():
+        if not job.nruns:
+            continue
+        t = fold_target(graph, job, level)
+        if t is None:
+            continue
+        members[t].append(job.id)
+        inputs[t] |= job.inputs
+        outputs[t] |= job.outputs
+    writers: dict[int, set[int]] = defaultdict(set)
+    for t, outs in outputs.items():
+        for d in outs:
+            writers[d].add(t)
+    edges: dict[tuple[int, int], set[int]] = defaultdict(set)
+    for b, ins in inputs.items():
+        for d in ins:
+            for a in writers.get(d, ()):
+                if a != b:
+                    edges[(a, b)].add(d)
+    succ: dict[int, list[int]] = defaultdict(list)
+    for a, b in edges:
+        succ[a].append(b)
+    nodes = sorted(members, key=lambda t: graph.jobs[t].key)
+    comps = _tarjan(nodes, succ)
+    comp_of = {n: i for i, comp in enumerate(comps) for n in comp}
+    cycles = []
+    for comp in comps:
+        if len(comp) > 1:
+            inside = set(comp)
+            ds = set()
+            for (a, b), dsets in edges.items():
+                if a in inside and b in inside:
+                    ds |= dsets
+            cycles.append({"tasks": sorted(comp, key=lambda t: graph.jobs[t].key), "datasets": sorted(ds)})
+    # longest-path levels over the condensation (Tarjan returns components in reverse topological order)
+    comp_level = [0] * len(comps)
+    for ci in range(len(comps) - 1, -1, -1):
+        for n in comps[ci]:
+            for m in succ.get(n, ()):
+                cj = comp_of[m]
+                if cj != ci and comp_level[cj] < comp_level[ci] + 1:
+                    comp_level[cj] = comp_level[ci] + 1
+    levels = {n: comp_level[comp_of[n]] for n in nodes}
+    return TaskDag({t: graph.jobs[t] for t in nodes}, dict(members), dict(inputs), dict(outputs), dict(edges),
+                   levels, cycles)
+
+
+def _tarjan(nodes: list[int], succ: dict[int, list[int]]) -> list[list[int]]:
+    """Strongly connected components, iteratively (no recursion limit), in reverse topological order."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    comps: list[list[int]] = []
+    counter = 0
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(succ.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            advanced = False
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(succ.get(w, ())))))
+                    advanced = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                comps.append(comp)
+    return comps
+
+
+def graph_levels(graph: Graph) -> dict[str, int]:
+    """Layer of every node of the bipartite current graph (``j:<id>``/``d:<id>``), longest path from the sources,
+    nodes of a cycle sharing a layer: what the page lays out row by row."""
+    succ: dict[str, list[str]] = defaultdict(list)
+    nodes: list[str] = []
+    for j in graph.visible_jobs():
+        if not j.nruns:
+            continue
+        jk = f"j:{j.id}"
+        nodes.append(jk)
+        for d in j.inputs:
+            succ[f"d:{d}"].append(jk)
+        for d in j.outputs:
+            succ[jk].append(f"d:{d}")
+    nodes.extend(f"d:{d}" for d in sorted(graph.datasets))
+    ids = {n: i for i, n in enumerate(nodes)}
+    isucc = {ids[a]: [ids[b] for b in bs] for a, bs in succ.items()}
+    comps = _tarjan(list(range(len(nodes))), isucc)
+    comp_of = {n: i for i, c in enumerate(comps) for n in c}
+    lvl = [0] * len(comps)
+    for ci in range(len(comps) - 1, -1, -1):
+        for n in comps[ci]:
+            for m in isucc.get(n, ()):
+                cj = comp_of[m]
+                if cj != ci and lvl[cj] < lvl[ci] + 1:
+                    lvl[cj] = lvl[ci] + 1
+    return {nodes[n]: lvl[comp_of[n]] for n in range(len(nodes))}

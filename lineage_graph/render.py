@@ -1,0 +1,204 @@
+"""Answers as text, JSON, Graphviz dot, Mermaid and dag-factory YAML."""
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+
+from .derive import Graph, Job, TaskDag
+from .query import Walk
+
+
+def iso(t: float | None) -> str | None:
+    """POSIX seconds -> ISO 8601 UTC (``...Z``)."""
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def job_json(graph: Graph, j: Job) -> dict:
+    """One job of the current graph as JSON."""
+    return {"key": j.key, "namespace": j.effective_namespace, "fqn": j.fqn, "name": j.name,
+            "job_namespace": j.namespace, "job_type": j.job_type, "integration": j.integration,
+            "parent": graph.jobs[j.parent_id].key if j.parent_id in graph.jobs else None,
+            "version": j.version, "lineage_unknown": j.lineage_unknown, "latest_state": j.state,
+            "latest_time": iso(j.latest_t), "runs": j.nruns, **({"error": j.error} if j.error else {}),
+            "inputs": sorted(graph.dataset_key(d) for d in j.inputs),
+            "outputs": sorted(graph.dataset_key(d) for d in j.outputs)}
+
+
+def show_json(graph: Graph) -> dict:
+    """``graph show --json``: every job (parents included) and every dataset of the current graph."""
+    return {"jobs": [job_json(graph, j) for j in graph.visible_jobs()],
+            "datasets": sorted(graph.dataset_key(d) for d in graph.datasets)}
+
+
+def show_text(graph: Graph) -> str:
+    """Jobs with their current inputs and outputs, children indented under their parent."""
+    lines: list[str] = []
+    visible = {j.id for j in graph.visible_jobs()}
+
+    def emit(j: Job, indent: int) -> None:
+        pad = "  " * indent
+        flags = [f for f in (j.state and j.state.lower(), j.job_type and j.job_type.lower(),
+                             j.version and f"v{j.version}", "lineage unknown" if j.lineage_unknown else None) if f]
+        label = j.key if indent == 0 else j.fqn
+        lines.append(f"{pad}{label}" + (f"  [{', '.join(flags)}]" if flags else ""))
+        for d in sorted(graph.dataset_key(d) for d in j.inputs):
+            lines.append(f"{pad}    <- {d}")
+        for d in sorted(graph.dataset_key(d) for d in j.outputs):
+            lines.append(f"{pad}    -> {d}")
+        for c in sorted((graph.jobs[c] for c in j.children if c in visible), key=lambda c: c.key):
+            emit(c, indent + 1)
+
+    roots = [j for j in graph.visible_jobs() if j.parent_id is None or j.parent_id not in visible]
+    for j in roots:
+        emit(j, 0)
+    lines.append(f"{len(visible)} jobs, {len(graph.datasets)} datasets")
+    return "\n".join(lines) + "\n"
+
+
+def walk_text(w: Walk) -> str:
+    """Nodes found by an upstream/downstream walk, nearest first."""
+    data = w.to_json()
+    lines = [f"{w.direction} of {data['start']['kind']} {data['start']['key']}"
+             + (f" (depth {w.depth})" if w.depth is not None else "")]
+    for n in data["nodes"][1:]:
+        state = f"  [{n['state'].lower()}]" if n.get("state") else ""
+        lines.append(f"  {n['distance']:>3}  {n['kind']:<7} {n['key']}{state}")
+    lines.append(f"{len(data['nodes']) - 1} nodes")
+    return "\n".join(lines) + "\n"
+
+
+def dag_json(graph: Graph, dag: TaskDag, level: str | int) -> dict:
+    """The task DAG as JSON: tasks with level, members and dependencies; edges with datasets; cycles."""
+    name = {t: j.key for t, j in dag.tasks.items()}
+    deps: dict[int, list[int]] = {t: [] for t in dag.tasks}
+    for a, b in dag.edges:
+        deps[b].append(a)
+    return {
+        "level": level,
+        "tasks": [{"task": name[t], "level": dag.levels[t], "latest_state": dag.tasks[t].state,
+                   "dependencies": sorted(name[a] for a in deps[t]),
+                   "jobs": sorted(graph.jobs[m].key for m in dag.members[t]),
+                   "inputs": sorted(graph.dataset_key(d) for d in dag.inputs[t]),
+                   "outputs": sorted(graph.dataset_key(d) for d in dag.outputs[t])}
+                  for t in sorted(dag.tasks, key=lambda t: (dag.levels[t], name[t]))],
+        "edges": [{"from": name[a], "to": name[b], "datasets": sorted(graph.dataset_key(d) for d in ds)}
+                  for (a, b), ds in sorted(dag.edges.items(), key=lambda e: (name[e[0][0]], name[e[0][1]]))],
+        "cycles": [{"tasks": [name[t] for t in c["tasks"]],
+                    "datasets": sorted(graph.dataset_key(d) for d in c["datasets"])} for c in dag.cycles],
+    }
+
+
+def dag_text(graph: Graph, dag: TaskDag, level: str | int) -> str:
+    """One line per topological level (tasks that can run in parallel), then dependencies and cycles."""
+    data = dag_json(graph, dag, level)
+    lines = []
+    by_level: dict[int, list[dict]] = {}
+    for t in data["tasks"]:
+        by_level.setdefault(t["level"], []).append(t)
+    for lvl in sorted(by_level):
+        lines.append(f"level {lvl}:")
+        for t in by_level[lvl]:
+            deps = f"  <- {', '.join(t['dependencies'])}" if t["dependencies"] else ""
+            lines.append(f"  {t['task']}{deps}")
+    for c in data["cycles"]:
+        lines.append(f"CYCLE: tasks {' -> '.join(c['tasks'])} through datasets {', '.join(c['datasets'])}")
+    lines.append(f"{len(data['tasks'])} tasks, {len(data['edges'])} dependencies, {len(data['cycles'])} cycles")
+    return "\n".join(lines) + "\n"
+
+
+def _q(text: str) -> str:
+    return json.dumps(text)
+
+
+def dag_dot(graph: Graph, dag: TaskDag) -> str:
+    """Graphviz: one rank per level, edges labelled with the datasets that make them."""
+    lines = ["digraph tasks {", "  rankdir=TB;", '  node [shape=box, style=rounded, fontname="sans-serif"];']
+    by_level: dict[int, list[int]] = {}
+    for t in dag.tasks:
+        by_level.setdefault(dag.levels[t], []).append(t)
+    for lvl in sorted(by_level):
+        ids = " ".join(_q(dag.tasks[t].key) for t in sorted(by_level[lvl], key=lambda t: dag.tasks[t].key))
+        lines.append(f"  {{ rank=same; {ids} }}")
+    for (a, b), ds in sorted(dag.edges.items(), key=lambda e: (dag.tasks[e[0][0]].key, dag.tasks[e[0][1]].key)):
+        label = "\\n".join(sorted(graph.datasets[d][1] for d in ds))
+        lines.append(f"  {_q(dag.tasks[a].key)} -> {_q(dag.tasks[b].key)} [label={_q(label)}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def dag_mermaid(graph: Graph, dag: TaskDag) -> str:
+    """Mermaid flowchart (top-down); node ids t0, t1... in level order, labels quoted."""
+    order = sorted(dag.tasks, key=lambda t: (dag.levels[t], dag.tasks[t].key))
+    ident = {t: f"t{i}" for i, t in enumerate(order)}
+    lines = ["flowchart TD"]
+    for t in order:
+        label = dag.tasks[t].key.replace('"', "#quot;")
+        lines.append(f'  {ident[t]}["{label}"]')
+    for (a, b), _ds in sorted(dag.edges.items(), key=lambda e: (ident[e[0][0]], ident[e[0][1]])):
+        lines.append(f"  {ident[a]} --> {ident[b]}")
+    return "\n".join(lines) + "\n"
+
+
+def task_id(job: Job) -> str:
+    """An Airflow task id for a task: its fully qualified name with other characters than ``[A-Za-z0-9_.-]``
+    replaced by ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", job.fqn)
+
+
+def _yaml_str(text: str) -> str:
+    # JSON strings are valid YAML double-quoted scalars
+    return json.dumps(text, ensure_ascii=False)
+
+
+def dag_factory(graph: Graph, dag: TaskDag, *, dag_id: str = "lineage_dag",
+                bash_command: str = "echo {task}", schedule: str | None = None) -> str:
+    """A dag-factory YAML file: one entry per task with ``dependencies:`` and a ``bash_command`` made from the
+    template (placeholders ``{task}`` the task id, ``{fqn}``, ``{name}``, ``{namespace}``)."""
+    ids: dict[int, str] = {}
+    used: set[str] = set()
+    for t in sorted(dag.tasks, key=lambda t: dag.tasks[t].key):
+        base = tid = task_id(dag.tasks[t])
+        n = 2
+        while tid in used:
+            tid, n = f"{base}_{n}", n + 1
+        used.add(tid)
+        ids[t] = tid
+    deps: dict[int, list[str]] = {t: [] for t in dag.tasks}
+    for a, b in dag.edges:
+        deps[b].append(ids[a])
+    lines = [f"{dag_id}:", "  default_args:", "    owner: lineage-capture", "    start_date: 2024-01-01",
+             f"  schedule_interval: {_yaml_str(schedule) if schedule else 'null'}",
+             "  description: " + _yaml_str("task dependencies derived from OpenLineage lineage"), "  tasks:"]
+    for t in sorted(dag.tasks, key=lambda t: (dag.levels[t], ids[t])):
+        job = dag.tasks[t]
+        cmd = bash_command.format(task=ids[t], fqn=job.fqn, name=job.name, namespace=job.effective_namespace)
+        lines.append(f"    {_yaml_str(ids[t])}:")
+        lines.append("      operator: airflow.operators.bash.BashOperator")
+        lines.append(f"      bash_command: {_yaml_str(cmd)}")
+        if deps[t]:
+            lines.append("      dependencies: [" + ", ".join(_yaml_str(d) for d in sorted(deps[t])) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def history_text(key: str, versions: list[dict]) -> str:
+    """Versions of a job and what changed between them."""
+    lines = [f"{key}: {len(versions)} versions"]
+    for v in versions:
+        flag = "  (lineage unknown)" if v["lineage_unknown"] else ""
+        code = f"  code {v['code_version']}" if v["code_version"] else ""
+        lines.append(f"v{v['version']}  since {iso(v['since'])}  {v['runs']} runs{code}{flag}")
+        if v["version"] == 1:
+            for d in v["inputs"]:
+                lines.append(f"    <- {d}")
+            for d in v["outputs"]:
+                lines.append(f"    -> {d}")
+        for k, label in (("inputs_added", "+ <- "), ("inputs_removed", "- <- "), ("outputs_added", "+ -> "),
+                         ("outputs_removed", "- -> ")):
+            for d in v["changes"].get(k, []):
+                lines.append(f"    {label}{d}")
+        if "code" in v["changes"]:
+            lines.append(f"    code {v['changes']['code'][0]} -> {v['changes']['code'][1]}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,101 @@
+"""The lineage graph's SQLite database: schema, connection settings and default locations.
+
+What is stored is what the derivation needs, not whole events: one coalesced row per run (job, parent, state,
+times, code version, input and output dataset ids), the hash of every event seen (for idempotence), and per
+events file how far it was read. Derived tables (job versions, current inputs/outputs, dataset versions,
+hierarchy columns of ``jobs``) are rebuilt lazily for the jobs marked dirty by ingest (see ``derive.refresh``).
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+from array import array
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY, dev INTEGER, inode INTEGER, size INTEGER, offset INTEGER, line INTEGER, head BLOB);
+-- one row per distinct event (canonical-JSON hash); WITHOUT ROWID: the hash is the whole row
+CREATE TABLE IF NOT EXISTS events (hash BLOB PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS datasets (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, name TEXT NOT NULL,
+    UNIQUE (namespace, name));
+-- a job is (namespace, name) under one parent job (''/'' for none): the same name under two parents is two jobs
+CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, name TEXT NOT NULL,
+    parent_namespace TEXT NOT NULL, parent_name TEXT NOT NULL,
+    parent_id INTEGER, fqn TEXT, effective_namespace TEXT, job_type TEXT, integration TEXT,
+    UNIQUE (namespace, name, parent_namespace, parent_name));
+CREATE TABLE IF NOT EXISTS dirty_jobs (job_id INTEGER PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, job_id INTEGER NOT NULL, parent_run_id TEXT,
+    state TEXT, state_rank INTEGER, state_t REAL, start_t REAL, end_t REAL,
+    code TEXT, code_t REAL, job_type TEXT, jt_t REAL, integration TEXT, error TEXT, err_t REAL,
+    inputs BLOB, outputs BLOB, nevents INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS runs_job ON runs (job_id, start_t);
+CREATE TABLE IF NOT EXISTS job_versions (job_id INTEGER, version INTEGER, run_id TEXT, t REAL, code TEXT,
+    inputs BLOB, outputs BLOB, lineage_unknown INTEGER, PRIMARY KEY (job_id, version)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS job_current (job_id INTEGER PRIMARY KEY, version INTEGER, lineage_unknown INTEGER,
+    latest_run_id TEXT, latest_state TEXT, latest_t REAL, error TEXT, nruns INTEGER);
+-- the current graph's edges: dir 0 = dataset is an input of the job, 1 = an output
+CREATE TABLE IF NOT EXISTS current_io (job_id INTEGER, dataset_id INTEGER, dir INTEGER,
+    PRIMARY KEY (job_id, dir, dataset_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS current_io_dataset ON current_io (dataset_id, dir);
+CREATE TABLE IF NOT EXISTS dataset_versions (dataset_id INTEGER, run_id TEXT, job_id INTEGER, t REAL,
+    PRIMARY KEY (dataset_id, run_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS dataset_versions_job ON dataset_versions (job_id);
+"""
+
+
+def state_dir() -> Path:
+    """The project's state directory: ``$LINEAGE_CAPTURE_STATE_DIR``, else ``~/.local/state/lineage-capture``
+    (the rule the emitter follows for its default events file)."""
+    env = os.environ.get("LINEAGE_CAPTURE_STATE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".local" / "state" / "lineage-capture"
+
+
+def default_db(state: Path | None = None) -> Path:
+    """``{state dir}/lineage-graph.sqlite``."""
+    return (state or state_dir()) / "lineage-graph.sqlite"
+
+
+def default_events_file(state: Path | None = None) -> Path:
+    """``{state dir}/openlineage-events.jsonl``: what the emitter's embedded default file transport writes."""
+    return (state or state_dir()) / "openlineage-events.jsonl"
+
+
+def connect(path: Path | str) -> sqlite3.Connection:
+    """Open (creating if needed) the database in WAL mode with the schema in place."""
+    path = Path(path)
+    if str(path) != ":memory:":
+        path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    # NORMAL is durable across application crashes in WAL mode; only an OS crash may lose the last commits,
+    # which a re-ingest recovers (offsets are committed in the same transaction as the rows).
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: the event-hash and run b-trees stay mostly in memory
+    conn.execute("PRAGMA temp_store=MEMORY")
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == 0:
+        conn.executescript(SCHEMA)
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+    elif version != SCHEMA_VERSION:
+        raise RuntimeError(f"{path}: database schema {version}, this version reads {SCHEMA_VERSION}; remove it "
+                           "and ingest again")
+    return conn
+
+
+def ids_blob(ids: "set[int] | list[int]") -> bytes:
+    """Sorted dataset ids packed as 32-bit integers (compact, and decoded far faster than JSON)."""
+    return array("i", sorted(ids)).tobytes()
+
+
+def blob_ids(blob: bytes | None) -> tuple[int, ...]:
+    """Inverse of :func:`ids_blob`."""
+    if not blob:
+        return ()
+    ids = array("i")
+    ids.frombytes(blob)
+    return tuple(ids)

@@ -12,7 +12,7 @@ import pytest
 # (emitter/serialize.py): set before any test imports the emitter.
 os.environ.setdefault("LINEAGE_CAPTURE_CHECK_MEMOS", "1")
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+from paths import SHARED
 
 
 @pytest.fixture(autouse=True)

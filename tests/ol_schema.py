@@ -5,12 +5,13 @@ against that file too (the core schema only checks the facet base shape).
 """
 from __future__ import annotations
 
+from paths import SHARED
 import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-SPEC_DIR = Path(__file__).resolve().parents[2] / "shared" / "openlineage-spec"
+SPEC_DIR = SHARED / "openlineage-spec"
 
 
 @lru_cache(maxsize=1)

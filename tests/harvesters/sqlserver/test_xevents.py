@@ -1,6 +1,7 @@
 """harvesters.sqlserver.xevents: the three input shapes, bad input, resume offsets, bounded pieces."""
 from __future__ import annotations
 
+from paths import SHARED
 import codecs
 import io
 from datetime import datetime, timezone
@@ -11,7 +12,7 @@ import pytest
 from harvesters.sqlserver import xevents
 from harvesters.sqlserver.xevents import Unreadable, XEvent, parse_event, parse_time, read_events, read_file
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "xevents-samples"
+SAMPLES = SHARED / "xevents-samples"
 
 
 def _sample(name: str) -> bytes:

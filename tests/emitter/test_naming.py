@@ -1,6 +1,7 @@
 """Dataset/job naming: the JVM OpenLineage integration's forms (cases ported from its Java tests)."""
 from __future__ import annotations
 
+from paths import SHARED
 import json
 import os
 from pathlib import Path
@@ -19,7 +20,7 @@ from emitter.naming import (
     trim_partitions,
 )
 
-EXPECTED = Path(__file__).resolve().parents[2] / "shared" / "openlineage-spark-expected" / "container"
+EXPECTED = SHARED / "openlineage-spark-expected" / "container"
 CWD = os.getcwd()
 
 PATHS = [

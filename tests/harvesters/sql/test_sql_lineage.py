@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from paths import CASES, REPO
 import json
 import time
 from pathlib import Path
@@ -19,9 +20,9 @@ import pytest
 
 from harvesters.sql.engine import TableLineage, table_lineage
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 SHARED_CASES = ROOT.parent / "shared" / "sql-lineage-cases" / "cases.jsonl"
-EXTRA_CASES = Path(__file__).resolve().parent / "cases" / "sql_extra.jsonl"
+EXTRA_CASES = CASES / "sql_extra.jsonl"
 
 
 def _load(path: Path) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ against the OpenLineage schemas.
 """
 from __future__ import annotations
 
+from paths import TESTS
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -35,7 +36,7 @@ from harvesters.snowflake.history import (
 from harvesters.core.outcome import Skip
 from harvesters.core.tasks import Statement, task_job_name
 
-HERE = Path(__file__).resolve().parent
+HERE = TESTS
 FIXTURES = HERE / "fixtures" / "snowflake"
 CASES = [json.loads(line) for line in (HERE / "cases" / "snowflake_lineage.jsonl").read_text().splitlines()
          if line.strip()]

@@ -4,6 +4,7 @@ Events go to the file transport in tmp_path and are checked exactly and against 
 """
 from __future__ import annotations
 
+from paths import SHARED
 import json
 import re
 from datetime import datetime, timedelta, timezone
@@ -18,7 +19,7 @@ from harvesters.sqlserver.reading import LineageCache
 from ol_schema import assert_valid_event
 from http_backend import free_port
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "xevents-samples"
+SAMPLES = SHARED / "xevents-samples"
 SERVER = "sqlprod01"
 NS = "sqlserver://sqlprod01:1433"
 AIRFLOW_RUN = "01900000-0000-7000-8000-000000000001"

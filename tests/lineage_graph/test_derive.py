@@ -1,0 +1,169 @@
+"""Section 7 rules, one row per rule: event streams -> current graph, hierarchy and task DAG."""
+from __future__ import annotations
+
+import pytest
+
+from lineage_graph import derive
+
+from graph_events import event as E
+
+
+def current(conn) -> dict:
+    """{fqn: (inputs, outputs, latest state, version, lineage_unknown)} for every job that ran, datasets by name."""
+    g = derive.load_graph(conn)
+    name = lambda d: g.datasets[d][1]  # noqa: E731
+    return {j.fqn: (sorted(map(name, j.inputs)), sorted(map(name, j.outputs)), j.state, j.version,
+                    j.lineage_unknown) for j in g.visible_jobs() if j.nruns}
+
+
+def hierarchy(conn) -> dict:
+    g = derive.load_graph(conn)
+    return {j.key: (g.jobs[j.parent_id].key if j.parent_id is not None else None) for j in g.visible_jobs()}
+
+
+def dag(conn, level="task") -> tuple[dict, list, list]:
+    g = derive.load_graph(conn)
+    d = derive.task_dag(g, level)
+    return ({t.fqn: d.levels[i] for i, t in d.tasks.items()},
+            sorted((d.tasks[a].fqn, d.tasks[b].fqn) for a, b in d.edges),
+            [(sorted(d.tasks[t].fqn for t in c["tasks"]), sorted(g.datasets[x][1] for x in c["datasets"]))
+             for c in d.cycles])
+
+
+CURRENT = [
+    pytest.param([E(1, "r1", "a", "START", inputs=["x"]), E(2, "r1", "a", outputs=["y"])],
+                 {"a": (["x"], ["y"], "COMPLETE", 1, False)}, id="run-coalesced-from-its-events"),
+    pytest.param([E(2, "r1", "a", outputs=["y"]), E(1, "r1", "a", "START", inputs=["x"])],
+                 {"a": (["x"], ["y"], "COMPLETE", 1, False)}, id="events-out-of-order"),
+    pytest.param([E(1, "r1", "a", inputs=["x"], outputs=["y"]), E(5, "r2", "a", inputs=["x"], outputs=["z"])],
+                 {"a": (["x"], ["z"], "COMPLETE", 2, False)}, id="job-switched-outputs"),
+    pytest.param([E(5, "r2", "a", inputs=["x"], outputs=["z"]), E(1, "r1", "a", inputs=["x"], outputs=["y"])],
+                 {"a": (["x"], ["z"], "COMPLETE", 2, False)}, id="older-run-arrives-later"),
+    pytest.param([E(1, "r1", "a", inputs=["x"], outputs=["y"]), E(5, "r2", "a", "FAIL", inputs=["x"], outputs=["y"])],
+                 {"a": (["x"], ["y"], "FAIL", 1, False)}, id="status-is-no-version-criterion"),
+    pytest.param([E(1, "r1", "a", inputs=["x"], outputs=["y"]), E(5, "r2", "a", "FAIL", inputs=["w"], outputs=["y"])],
+                 {"a": (["w"], ["y"], "FAIL", 2, False)}, id="failed-run-knows-its-datasets"),
+    pytest.param([E(1, "r1", "a", outputs=["y"], code="v1"), E(5, "r2", "a", outputs=["y"], code="v2")],
+                 {"a": ([], ["y"], "COMPLETE", 2, False)}, id="code-version-change"),
+    pytest.param([E(1, "r1", "a", outputs=["y"], code="v1"), E(5, "r2", "a", code="v2")],
+                 {"a": ([], ["y"], "COMPLETE", 2, True)}, id="code-change-without-lineage-is-lineage-unknown"),
+    pytest.param([E(1, "r1", "a", outputs=["y"], code="v1"), E(5, "r2", "a", code="v1"), E(6, "r3", "a")],
+                 {"a": ([], ["y"], "COMPLETE", 1, False)}, id="run-without-lineage-changes-nothing"),
+    pytest.param([E(1, "r1", "a")], {"a": ([], [], "COMPLETE", 1, False)}, id="new-job-without-lineage"),
+    pytest.param([E(1, "r1", "a", outputs=["y"]), E(5, "r2", "a", "START", inputs=["q"])],
+                 {"a": ([], ["y"], "START", 1, False)}, id="run-in-progress-makes-no-version"),
+    pytest.param([E(1, "r1", "a", inputs=[("/t/dt=2024-01-01/h=1", "s3://b")], outputs=["#tmp", "y"])],
+                 {"a": (["/t"], ["y"], "COMPLETE", 1, False)}, id="partitions-one-dataset-temp-table-none"),
+]
+
+
+@pytest.mark.parametrize("events,expected", CURRENT)
+def test_current_graph(db, events, expected):
+    db(events)
+    assert current(db.conn) == expected
+
+
+def test_facets_merged_last_by_event_time_wins(db):
+    # the later event by eventTime wins, whatever the arrival order
+    db([E(9, "r1", "a", code="new"), E(1, "r1", "a", "START", code="old")])
+    assert db.conn.execute("SELECT code FROM runs").fetchall() == [("new",)]
+
+
+def test_dataset_versions_one_per_completed_writing_run(db):
+    db([E(1, "r1", "a", outputs=["y"]), E(2, "r2", "a", outputs=["y"]), E(3, "r3", "a", "FAIL", outputs=["y"]),
+        E(4, "r4", "b", outputs=["y", "z"])])
+    rows = db.conn.execute("SELECT d.name, count(*) FROM dataset_versions v JOIN datasets d ON d.id = v.dataset_id "
+                           "GROUP BY d.name ORDER BY d.name").fetchall()
+    assert rows == [("y", 3), ("z", 1)]
+
+
+AIRFLOW_SPARK = [
+    E(0, "dagrun", "etl", "START", ns="airflow", job_type="DAG", integration="AIRFLOW"),
+    E(1, "t1", "etl.extract", "START", ns="airflow", parent=("etl", "dagrun"), job_type="TASK",
+      integration="AIRFLOW"),
+    E(2, "app", "spark_app", "START", ns="spark", parent=("etl.extract", "t1", "airflow"), job_type="APPLICATION"),
+    E(3, "act1", "spark_app.execute_insert.warehouse_orders", ns="spark", parent=("spark_app", "app"),
+      inputs=["raw"], outputs=["orders"], job_type="SQL_JOB"),
+    E(4, "act2", "spark_app.execute_insert.warehouse_items", ns="spark", parent=("spark_app", "app"),
+      inputs=["orders"], outputs=["items"], job_type="SQL_JOB"),
+    E(5, "app", "spark_app", ns="spark", parent=("etl.extract", "t1", "airflow"), job_type="APPLICATION"),
+    E(6, "t1", "etl.extract", ns="airflow", parent=("etl", "dagrun"), job_type="TASK", integration="AIRFLOW"),
+    E(7, "t2", "etl.report", ns="airflow", parent=("etl", "dagrun"), inputs=["items"], outputs=["report"],
+      job_type="TASK", integration="AIRFLOW"),
+    E(9, "dagrun", "etl", ns="airflow", job_type="DAG", integration="AIRFLOW"),
+]
+
+HIERARCHY = [
+    pytest.param(AIRFLOW_SPARK, {
+        "airflow/etl": None, "airflow/etl.extract": "airflow/etl", "airflow/etl.report": "airflow/etl",
+        "airflow/etl.extract.spark_app": "airflow/etl.extract",
+        "airflow/etl.extract.spark_app.execute_insert.warehouse_orders": "airflow/etl.extract.spark_app",
+        "airflow/etl.extract.spark_app.execute_insert.warehouse_items": "airflow/etl.extract.spark_app"},
+        id="3-levels-dag-task-spark-app-actions-fqn-and-inherited-namespace"),
+    pytest.param(list(reversed(AIRFLOW_SPARK)), {
+        "airflow/etl": None, "airflow/etl.extract": "airflow/etl", "airflow/etl.report": "airflow/etl",
+        "airflow/etl.extract.spark_app": "airflow/etl.extract",
+        "airflow/etl.extract.spark_app.execute_insert.warehouse_orders": "airflow/etl.extract.spark_app",
+        "airflow/etl.extract.spark_app.execute_insert.warehouse_items": "airflow/etl.extract.spark_app"},
+        id="children-before-parents"),
+    pytest.param([E(1, "p1", "load"), E(2, "p2", "other"), E(3, "c1", "step", parent=("load", "p1")),
+                  E(4, "c2", "step", parent=("other", "p2"))],
+                 {"ns/load": None, "ns/other": None, "ns/load.step": "ns/load", "ns/other.step": "ns/other"},
+                 id="same-name-under-two-parents-is-two-jobs"),
+    pytest.param([E(3, "c1", "task1.stmt1", parent=("task1", "p1", "mssql"))],
+                 {"mssql/task1": None, "mssql/task1.stmt1": "mssql/task1"}, id="parent-known-only-from-facet"),
+]
+
+
+@pytest.mark.parametrize("events,expected", HIERARCHY)
+def test_hierarchy(db, events, expected):
+    db(events)
+    assert hierarchy(db.conn) == expected
+
+
+HARVESTED = [  # a harvested task with two statements; a temp table flows between them
+    E(1, "task1", "python_task::task1", "START", ns="mssql"),
+    E(2, "s1", "python_task::task1.stmt.1", ns="mssql", parent=("python_task::task1", "task1"),
+      inputs=["Sales.dbo.Orders"], outputs=["#stage"]),
+    E(3, "s2", "python_task::task1.stmt.2", ns="mssql", parent=("python_task::task1", "task1"),
+      inputs=["#stage"], outputs=["Sales.dbo.Daily"]),
+    E(4, "task1", "python_task::task1", ns="mssql"),
+    E(5, "task2", "python_task::task2", "START", ns="mssql"),
+    E(6, "s3", "python_task::task2.stmt.1", ns="mssql", parent=("python_task::task2", "task2"),
+      inputs=["Sales.dbo.Daily"], outputs=["Sales.dbo.Report"]),
+    E(7, "task2", "python_task::task2", ns="mssql"),
+    E(8, "task3", "python_task::task3", ns="mssql", inputs=["Sales.dbo.Daily", "Sales.dbo.Report"],
+      outputs=["Sales.dbo.Mart"]),
+]
+
+DAGS = [
+    pytest.param(HARVESTED, "task", ({"python_task::task1": 0, "python_task::task2": 1, "python_task::task3": 2},
+                                     [("python_task::task1", "python_task::task2"),
+                                      ("python_task::task1", "python_task::task3"),
+                                      ("python_task::task2", "python_task::task3")], []),
+                 id="statements-fold-into-their-task-levels"),
+    pytest.param(AIRFLOW_SPARK, "task", ({"etl.extract": 0, "etl.report": 1}, [("etl.extract", "etl.report")], []),
+                 id="airflow-tasks-spark-actions-folded"),
+    pytest.param(AIRFLOW_SPARK, "leaf", (
+        {"etl.extract.spark_app.execute_insert.warehouse_orders": 0,
+         "etl.extract.spark_app.execute_insert.warehouse_items": 1, "etl.report": 2, "etl": 0, "etl.extract": 0,
+         "etl.extract.spark_app": 0},
+        [("etl.extract.spark_app.execute_insert.warehouse_items", "etl.report"),
+         ("etl.extract.spark_app.execute_insert.warehouse_orders",
+          "etl.extract.spark_app.execute_insert.warehouse_items")], []), id="leaf-level"),
+    pytest.param(AIRFLOW_SPARK, "root", ({"etl": 0}, [], []), id="root-level"),
+    pytest.param(AIRFLOW_SPARK, 2, ({"etl.extract.spark_app": 0, "etl.report": 1, "etl": 0, "etl.extract": 0},
+                                    [("etl.extract.spark_app", "etl.report")], []), id="depth-2"),
+    pytest.param([E(1, "r1", "t1", inputs=["y"], outputs=["x"]), E(2, "r2", "t2", inputs=["x"], outputs=["y"]),
+                  E(3, "r3", "t3", inputs=["y"], outputs=["z"])], "task",
+                 ({"t1": 0, "t2": 0, "t3": 1}, [("t1", "t2"), ("t2", "t1"), ("t2", "t3")],
+                  [(["t1", "t2"], ["x", "y"])]), id="cycle-reported-with-tasks-and-datasets"),
+    pytest.param([E(1, "r1", "t1", inputs=["x"], outputs=["x"]), E(2, "r2", "t2", inputs=["x"])], "task",
+                 ({"t1": 0, "t2": 1}, [("t1", "t2")], []), id="task-reading-its-own-output-is-no-cycle"),
+]
+
+
+@pytest.mark.parametrize("events,level,expected", DAGS)
+def test_task_dag(db, events, level, expected):
+    db(events)
+    assert dag(db.conn, level) == expected

@@ -1,0 +1,247 @@
+"""Ingest (incremental, idempotent, bad lines, rotation, the JVM integration's fixtures) and the command line."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lineage_graph.cli import main
+
+from graph_events import event as E
+
+SHARED = Path(__file__).resolve().parents[3] / "shared"
+FIXTURES = sorted((SHARED / "openlineage-spark-expected" / "container").glob("*.json"))
+
+
+def write(path: Path, events: list, mode: str = "w") -> Path:
+    with open(path, mode) as fh:
+        for e in events:
+            fh.write((e if isinstance(e, str) else json.dumps(e)) + "\n")
+    return path
+
+
+def cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def ingest_json(capsys, *files) -> tuple[int, dict]:
+    code, out, _ = cli(capsys, "graph", "ingest", "--json", *map(str, files))
+    return code, json.loads(out)
+
+
+def test_incremental_idempotent_and_same_run_in_two_files(tmp_path, capsys):
+    a = write(tmp_path / "a.jsonl", [E(1, "r1", "job", "START", inputs=["x"])])
+    code, rep = ingest_json(capsys, a)
+    assert (code, rep["new_events"], rep["duplicates"]) == (0, 1, 0)
+    write(a, [E(2, "r1", "job", outputs=["y"])], "a")           # appended line: only it is read
+    code, rep = ingest_json(capsys, a)
+    assert (rep["lines"], rep["new_events"]) == (1, 1)
+    code, rep = ingest_json(capsys, a)                           # nothing new
+    assert (rep["lines"], rep["new_events"]) == (0, 0)
+    # the same run in a second file, with the same START again (another key order) and a RUNNING event
+    start = E(1, "r1", "job", "START", inputs=["x"])
+    b = write(tmp_path / "b.jsonl", [json.dumps(dict(reversed(list(start.items())))),
+                                     E(3, "r1", "job", "RUNNING", inputs=["x2"])])
+    code, rep = ingest_json(capsys, b)
+    assert (rep["new_events"], rep["duplicates"]) == (1, 1)
+    code, out, _ = cli(capsys, "graph", "show", "--json")
+    job = json.loads(out)["jobs"][0]
+    assert (job["key"], job["inputs"], job["outputs"], job["latest_state"], job["runs"]) == \
+        ("ns/job", ["db/x", "db/x2"], ["db/y"], "COMPLETE", 1)
+
+
+def test_truncated_or_rotated_file_read_again(tmp_path, capsys):
+    f = write(tmp_path / "e.jsonl", [E(1, "r1", "a", outputs=["x"]), E(2, "r2", "a", outputs=["x"])])
+    assert ingest_json(capsys, f)[1]["new_events"] == 2
+    f.rename(tmp_path / "e.jsonl.1")                            # rotation: a new file of the same name
+    write(f, [E(3, "r3", "b", inputs=["x"])])
+    assert ingest_json(capsys, f)[1]["new_events"] == 1
+    write(f, [E(1, "r1", "a", outputs=["x"])])                  # truncated and rewritten
+    rep = ingest_json(capsys, f)[1]
+    assert (rep["lines"], rep["new_events"], rep["duplicates"]) == (1, 0, 1)
+
+
+BAD = [
+    ("not json", "not JSON"),
+    ("[1, 2]", "not a JSON object"),
+    (json.dumps({**E(1, "r", "a"), "eventTime": 5}), "eventTime must be an ISO 8601 string"),
+    (json.dumps({**E(1, "r", "a"), "eventTime": "yesterday"}), "eventTime is not an ISO 8601 time: 'yesterday'"),
+    (json.dumps({**E(1, "r", "a"), "run": {"runId": "42"}}), "run.runId must be a UUID"),
+    (json.dumps({**E(1, "r", "a"), "job": {"namespace": "ns"}}), "job.name must be a non-empty string"),
+    (json.dumps({**E(1, "r", "a"), "eventType": "DONE"}), "eventType must be one of"),
+    (json.dumps({**E(1, "r", "a"), "inputs": {"a": 1}}), "inputs must be an array"),
+    (json.dumps({**E(1, "r", "a"), "outputs": [{"namespace": "db"}]}), "outputs[0].name must be a non-empty string"),
+]
+
+
+def test_bad_lines_counted_named_and_skipped(tmp_path, capsys):
+    f = write(tmp_path / "e.jsonl", [E(1, "ok1", "a")] + [line for line, _ in BAD] + [E(2, "ok2", "a")])
+    code, out, err = cli(capsys, "graph", "ingest", "--json", str(f))
+    rep = json.loads(out)
+    assert (code, rep["new_events"], rep["bad_count"]) == (1, 2, len(BAD))
+    for n, ((_, reason), bad) in enumerate(zip(BAD, rep["bad"]), start=2):
+        assert bad.startswith(f"{f}:{n}: {reason}"), bad
+    assert f"bad line: {f}:2: not JSON" in err
+
+
+def test_job_and_dataset_events_ignored(tmp_path, capsys):
+    f = write(tmp_path / "e.jsonl", [{"eventTime": "2024-01-01T00:00:00Z", "producer": "p", "schemaURL": "s",
+                                      "job": {"namespace": "n", "name": "j"}, "inputs": []}])
+    code, rep = ingest_json(capsys, f)
+    assert (code, rep["ignored"], rep["bad_count"]) == (0, 1, 0)
+
+
+def test_jvm_fixtures_as_they_are(tmp_path, capsys):
+    """The expected-event fixtures of the JVM Spark integration are partial matchers: none carries eventTime or
+    run.runId. Ingested as they are (one pretty-printed JSON document per file), each is reported, none crashes (two without run and eventType have
+    the shape of a JobEvent and are counted as ignored)."""
+    code, rep = ingest_json(capsys, *FIXTURES)
+    assert len(FIXTURES) == 109
+    assert (code, rep["files"], rep["new_events"], rep["bad_count"], rep["ignored"]) == (1, 109, 0, 107, 2)
+    reasons = [b.split(": ", 1)[1] for b in rep["bad"]]
+    assert {r: reasons.count(r) for r in set(reasons)} == \
+        {"run is missing": 73, "run.runId is missing": 31, "job is missing": 3}
+    assert rep["bad"][0] == f"{FIXTURES[0]}:1: run.runId is missing"
+
+
+def test_jvm_fixtures_completed_envelope_build_the_graph(tmp_path, capsys):
+    """The same fixtures with only the envelope the matchers left out (eventTime, run.runId, producer) filled in:
+    job and dataset names exactly as the JVM integration writes them feed one graph."""
+    lines = []
+    for i, path in enumerate(FIXTURES):
+        ev = json.loads(path.read_text())
+        ev.setdefault("eventTime", f"2024-01-01T00:{i // 60:02d}:{i % 60:02d}Z")
+        ev.setdefault("eventType", "COMPLETE")
+        ev["run"] = {**ev.get("run", {}), "runId": f"00000000-0000-4000-8000-{i:012d}"}
+        ev.setdefault("producer", "https://github.com/OpenLineage/OpenLineage/tree/1.0.0/integration/spark")
+        lines.append(json.dumps(ev))
+    f = write(tmp_path / "jvm.jsonl", lines)
+    code, rep = ingest_json(capsys, f)
+    bad = {b.split(": ", 1)[1] for b in rep["bad"]}
+    # what remains are fixtures that leave out the job or a dataset namespace (matched elsewhere in their tests)
+    assert bad == {"job.name must be a non-empty string", "job is missing", "inputs[0].namespace must be a non-empty string"}
+    assert rep["new_events"] == 109 - rep["bad_count"] and rep["new_events"] >= 60
+    code, out, _ = cli(capsys, "graph", "show", "--json")
+    jobs = {j["key"]: j for j in json.loads(out)["jobs"]}
+    hadoop = jobs["testPysparkSQLHadoopFSTest/open_lineage_integration_hadoop_fs_relation."
+                  "execute_insert_into_hadoop_fs_relation_command.warehouse_target"]
+    assert (hadoop["inputs"], hadoop["outputs"]) == (["file//tmp/warehouse/test"], ["file//tmp/warehouse/target"])
+    # the application run under its parent job, known only from the ParentRun facet
+    assert jobs["parent-namespace/parent-job.generic_integration_test"]["parent"] == "parent-namespace/parent-job"
+
+
+@pytest.fixture
+def dag_events(tmp_path, isolated_lineage_env):
+    """Events in the default events file of the state dir: three tasks, one failed."""
+    write(isolated_lineage_env / "openlineage-events.jsonl", [
+        E(1, "r1", "extract", ns="etl", inputs=[("Sales.dbo.Orders", "sqlserver://db01:1433")], outputs=["stage"]),
+        E(2, "r2", "transform", "FAIL", ns="etl", inputs=["stage"], outputs=["mart"], error="boom"),
+        E(3, "r3", "report", ns="etl", inputs=["mart", "stage"], outputs=["dash"])])
+    return isolated_lineage_env
+
+
+UPDOWN = [
+    (["downstream", "sqlserver://db01:1433/Sales.dbo.Orders"],
+     0, ["db/dash", "db/mart", "db/stage", "etl/extract", "etl/report", "etl/transform"]),
+    (["downstream", "sqlserver://db01:1433/Sales", "--depth", "2"], 0, ["db/stage", "etl/extract"]),
+    (["upstream", "db/dash", "--depth", "1"], 0, ["etl/report"]),
+    (["upstream", "etl/rep"], 0, ["db/mart", "db/stage", "etl/extract", "etl/transform",
+                                  "sqlserver://db01:1433/Sales.dbo.Orders"]),
+]
+
+
+@pytest.mark.parametrize("argv,code,keys", UPDOWN)
+def test_upstream_downstream(dag_events, capsys, argv, code, keys):
+    rc, out, _ = cli(capsys, "graph", *argv, "--json")
+    assert rc == code
+    assert sorted(n["key"] for n in json.loads(out)["nodes"][1:]) == keys
+
+
+@pytest.mark.parametrize("argv,stderr", [
+    (["upstream", "db/"], "'db/' matches 3 nodes; say which:\n  db/dash\n  db/mart\n  db/stage\n"),
+    (["downstream", "nothing/here"], "no dataset or job matches 'nothing/here'"),
+    (["history", "db/dash"], "db/dash is a dataset, not a job"),
+    (["dag", "--level", "middle"], "level must be task, root, leaf or a depth number"),
+])
+def test_usage_errors_exit_2(dag_events, capsys, argv, stderr):
+    rc, _, err = cli(capsys, "graph", *argv)
+    assert rc == 2 and err.startswith(stderr), err
+
+
+def test_dag_formats(dag_events, capsys):
+    rc, out, _ = cli(capsys, "graph", "dag")
+    assert (rc, out) == (0, "level 0:\n  etl/extract\nlevel 1:\n  etl/transform  <- etl/extract\nlevel 2:\n"
+                            "  etl/report  <- etl/extract, etl/transform\n3 tasks, 3 dependencies, 0 cycles\n")
+    rc, out, _ = cli(capsys, "graph", "dag", "--format", "dag-factory", "--bash-command", "python -m tasks {name}")
+    assert out == """lineage_dag:
+  default_args:
+    owner: lineage-capture
+    start_date: 2024-01-01
+  schedule_interval: null
+  description: "task dependencies derived from OpenLineage lineage"
+  tasks:
+    "extract":
+      operator: airflow.operators.bash.BashOperator
+      bash_command: "python -m tasks extract"
+    "transform":
+      operator: airflow.operators.bash.BashOperator
+      bash_command: "python -m tasks transform"
+      dependencies: ["extract"]
+    "report":
+      operator: airflow.operators.bash.BashOperator
+      bash_command: "python -m tasks report"
+      dependencies: ["extract", "transform"]
+"""
+    rc, out, _ = cli(capsys, "graph", "dag", "--format", "mermaid")
+    assert out == ('flowchart TD\n  t0["etl/extract"]\n  t1["etl/transform"]\n  t2["etl/report"]\n'
+                   "  t0 --> t1\n  t0 --> t2\n  t1 --> t2\n")
+    rc, out, _ = cli(capsys, "graph", "dag", "--format", "dot")
+    assert '"etl/extract" -> "etl/transform" [label="stage"];' in out and "{ rank=same; \"etl/report\" }" in out
+    rc, out, _ = cli(capsys, "graph", "dag", "--json")
+    data = json.loads(out)
+    assert [(t["task"], t["level"], t["latest_state"]) for t in data["tasks"]] == \
+        [("etl/extract", 0, "COMPLETE"), ("etl/transform", 1, "FAIL"), ("etl/report", 2, "COMPLETE")]
+
+
+def test_cycle_exit_1(isolated_lineage_env, capsys):
+    write(isolated_lineage_env / "openlineage-events.jsonl",
+          [E(1, "r1", "t1", inputs=["y"], outputs=["x"]), E(2, "r2", "t2", inputs=["x"], outputs=["y"])])
+    rc, out, err = cli(capsys, "graph", "dag")
+    assert rc == 1
+    assert "CYCLE: tasks ns/t1 -> ns/t2 through datasets db/x, db/y" in out
+    assert err == "cycle: tasks ns/t1, ns/t2; datasets db/x, db/y\n"
+
+
+def test_history_and_show(isolated_lineage_env, capsys):
+    write(isolated_lineage_env / "openlineage-events.jsonl", [
+        E(1, "r1", "a", outputs=["x"], code="abc"), E(2, "r2", "a", outputs=["x"], code="abc"),
+        E(3, "r3", "a", outputs=["y"], code="abc"), E(4, "r4", "a", code="def")])
+    rc, out, _ = cli(capsys, "graph", "history", "a")
+    assert (rc, out) == (0, """ns/a: 3 versions
+v1  since 2024-01-01T00:01:00.000Z  2 runs  code abc
+    -> db/x
+v2  since 2024-01-01T00:03:00.000Z  1 runs  code abc
+    + -> db/y
+    - -> db/x
+v3  since 2024-01-01T00:04:00.000Z  1 runs  code def  (lineage unknown)
+    code abc -> def
+""")
+    rc, out, _ = cli(capsys, "graph", "show")
+    assert out == "ns/a  [complete, v3, lineage unknown]\n    -> db/y\n1 jobs, 1 datasets\n"
+
+
+def test_help_lists_exit_codes_and_module_entry(tmp_path):
+    env = {**os.environ, "LINEAGE_CAPTURE_STATE_DIR": str(tmp_path)}
+    for sub in ("ingest", "serve", "show", "upstream", "downstream", "dag", "history", "html"):
+        out = subprocess.run([sys.executable, "-m", "lineage_graph", "graph", sub, "--help"], env=env,
+                             capture_output=True, text=True, check=True).stdout
+        assert "exit codes:" in out and "  2  usage error" in out, sub
+    res = subprocess.run([sys.executable, "-m", "lineage_graph", "show"], env=env, capture_output=True, text=True)
+    assert (res.returncode, res.stdout) == (0, "0 jobs, 0 datasets\n")
+    assert (tmp_path / "lineage-graph.sqlite").exists()

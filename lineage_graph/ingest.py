@@ -167,7 +167,8 @@ def parse_event(event: object) -> Event:
         raise BadEvent("not a JSON object")
     run = event.get("run")
     job = event.get("job")
-    if run is None and event.get("eventType") is None and ("job" in event or "dataset" in event):
+    if run is None and event.get("eventType") is None and (isinstance(job, dict)
+                                                           or isinstance(event.get("dataset"), dict)):
         raise NotRunEvent()
     if not isinstance(job, dict):
         raise BadEvent("job must be an object" if job is not None else "job is missing")

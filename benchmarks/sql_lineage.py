@@ -3,6 +3,7 @@
 Run from the repository root:
 
     .venv/bin/python benchmarks/sql_lineage.py [path/to/cases.jsonl] [--repeat N]
+    .venv/bin/python benchmarks/sql_lineage.py --generated    # pathological texts against their time budgets
 
 A case is exact when its input and output sets equal the expected ones, compared case-insensitively (the
 cases' README: names are written lower-cased, quotes and brackets removed). Every case is timed on its own:
@@ -38,12 +39,34 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
 
 
+def generated_budgets() -> int:
+    """Time the generated pathological texts of the unit tests (deep nesting, huge IN lists, NULs...) against
+    the budget each case names; exit 1 when one is over (these were asserted in the unit test before)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "harvesters" / "sql"))
+    from test_sql_lineage import GENERATED
+
+    over = 0
+    for case_id, sql, dialect, *_, seconds in GENERATED:
+        start = time.perf_counter()
+        table_lineage(sql, dialect)
+        elapsed = time.perf_counter() - start
+        over += elapsed >= seconds
+        print(f"  {case_id:<28} {elapsed * 1000:8.1f} ms (budget {seconds * 1000:.0f} ms)"
+              + ("" if elapsed < seconds else "  OVER"))
+    print("budgets met" if not over else f"{over} BUDGETS MISSED")
+    return 1 if over else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the cases, print accuracy per dialect, timings and every miss; return the exit code."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cases", nargs="?", type=Path, default=DEFAULT_CASES)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--generated", action="store_true", help="time the generated pathological texts instead")
     args = parser.parse_args(argv)
+    if args.generated:
+        return generated_budgets()
     cases = [json.loads(line) for line in args.cases.read_text().splitlines() if line.strip()]
 
     cold: dict[str, float] = {}

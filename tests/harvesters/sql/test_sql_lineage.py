@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from paths import CASES, REPO
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -124,13 +123,12 @@ GENERATED = [
 def test_generated_text_never_raises(
     sql: Any, dialect: Any, error: str | None, inputs: list[str], outputs: list[str], seconds: float
 ) -> None:
-    start = time.perf_counter()
+    # ``seconds`` is the budget benchmarks/sql_lineage.py --generated holds these cases to (timing is measured
+    # there, not asserted in a unit test)
     result = table_lineage(sql, dialect)
-    elapsed = time.perf_counter() - start
     assert isinstance(result, TableLineage)
     kind = result.error.split(":")[0] if result.error else None
     assert (kind, result.inputs, result.outputs) == (error, sorted(inputs), sorted(outputs))
-    assert elapsed < seconds
 
 
 def test_max_bytes_is_a_parameter() -> None:

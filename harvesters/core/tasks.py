@@ -107,6 +107,11 @@ class Statement:
     module_facets: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = attrs.field(factory=dict)
     row_count: int | None = None
     run_facets: Mapping[str, Any] = attrs.field(factory=dict)  # source-specific facets of its run (externalQuery)
+    #: dataset facets of its outputs, by output name (columnLineage); outputs not named here have none
+    output_facets: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    #: the task's job name exactly as another integration names it (a dbt model: openlineage-dbt's name);
+    #: None: worked out from ``task`` by :func:`task_job_name`
+    job_name: str | None = None
     #: the id of its child run, fixed by its start and query id: worked out where the statement is made (the
     #: reading process of a large file) rather than in the harvest process
     run_id: str = attrs.field(default=attrs.Factory(
@@ -312,7 +317,7 @@ class TaskGrouper:
     def add(self, statement: Statement) -> None:
         """Place one statement: continue or start its task run, emit its child run when it has lineage."""
         self.counts.statements += 1
-        job_name = task_job_name(statement.task)
+        job_name = statement.job_name or task_job_name(statement.task)
         key = (job_name, statement.host, statement.session)
         run = self._open.get(key)
         if run is not None and (
@@ -469,6 +474,9 @@ class TaskGrouper:
         namespace = statement.namespace
         in_ds = tuple([_dataset(namespace, name) for name in inputs])
         out_ds = tuple([_dataset(namespace, name) for name in statement.outputs])
+        if statement.output_facets:  # columnLineage: a dataset of its own for the outputs that have facets
+            out_ds = tuple([Dataset(namespace, ds.name, facets=statement.output_facets[ds.name])
+                            if ds.name in statement.output_facets else ds for ds in out_ds])
         run_facets: dict[str, Any] = dict(statement.run_facets)
         # facet_v2 validators only urlparse the constant schema URL and producer, at 3/4 of a facet's cost
         with unvalidated():
@@ -481,7 +489,8 @@ class TaskGrouper:
             if statement.row_count is not None and len(out_ds) == 1 and not statement.failed:
                 stats = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
                     rowCount=statement.row_count)
-                final_out = (Dataset(out_ds[0].namespace, out_ds[0].name, io_facets={"outputStatistics": stats}),)
+                final_out = (Dataset(out_ds[0].namespace, out_ds[0].name, facets=out_ds[0].facets,
+                                     io_facets={"outputStatistics": stats}),)
         self.counts.runs += 1
         self._emit(RunRecord(START, statement.start, job, run_id, self._query_type, parent=parent, root=root,
                              inputs=in_ds, outputs=out_ds, run_facets=statement.run_facets, job_facets=job_facets))

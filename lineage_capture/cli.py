@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import sys
 from collections.abc import Callable
 
@@ -55,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``lineage-capture``: dispatch to the subcommand; the exit code is the subcommand's."""
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in COMMANDS:
-        return int(_command(argv[0])(argv[1:], prog=f"{PROG} {argv[0]}") or 0)
+        command = _command(argv[0])
+        if "prog" in inspect.signature(command).parameters:
+            return int(command(argv[1:], prog=f"{PROG} {argv[0]}") or 0)
+        return int(command(argv) or 0)  # a part with its own prog (lineage_graph: "lineage-capture graph ...")
     parser = build_parser()
     parser.parse_args(argv)  # --help, --version and mistakes exit here
     parser.print_help(sys.stderr)

@@ -147,6 +147,24 @@ def _spark_part(events: _EventFile, work: Path) -> int:
     return done.returncode
 
 
+def _graph_part(events: _EventFile) -> int:
+    """Read what the demo wrote into the local lineage graph: print ``graph show`` and write the page."""
+    if events.path is None:
+        print(f"\n4. lineage graph: events went to {events.where}, not to a file; "
+              "run `lineage-capture graph serve` and point the transport at it to see them here")
+        return 0
+    from emitter.config import state_dir
+    from lineage_graph.cli import main as graph
+
+    page = state_dir() / "lineage.html"
+    print("\n4. lineage-capture graph show (every job with its current inputs and outputs, grouped by parent)")
+    code = graph(["graph", "ingest", str(events.path)])
+    code = max(code, graph(["graph", "show", "--no-ingest"]))
+    code = max(code, graph(["graph", "html", "--no-ingest", "-o", str(page)]))
+    print(f"\nthe lineage page (open it in a browser; it works offline): {page}")
+    return code
+
+
 def build_parser(prog: str = "lineage-capture demo") -> argparse.ArgumentParser:
     """The demo's options (``--help`` describes it without running it)."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__,
@@ -170,6 +188,7 @@ def main(argv: list[str] | None = None, prog: str = "lineage-capture demo") -> i
         if not args.no_spark:
             codes.append(_spark_part(events, Path(tmp)))
     print(f"\nall events are in {events.where}")
+    codes.append(_graph_part(events))
     return max(1 if code else 0 for code in codes)
 
 

@@ -22,9 +22,24 @@ if TYPE_CHECKING:
 
 __all__ = ["instrument", "uninstrument"]
 
+#: Said when PySpark is missing: the package never installs PySpark itself (a cluster brings its own).
+NO_PYSPARK = ("spark_plugin needs PySpark, which this Python cannot import: run under spark-submit (the cluster's "
+              "PySpark is used), or pip install 'lineage-capture[spark]'")
+
+
+def _require_pyspark() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        raise ImportError(NO_PYSPARK)
+
 
 def instrument(spark: Any, conf: Mapping[str, str] | None = None) -> Any:
-    """Capture lineage of ``spark``'s application (see :func:`spark_plugin.lifecycle.instrument`)."""
+    """Capture lineage of ``spark``'s application (see :func:`spark_plugin.lifecycle.instrument`).
+
+    Works with whatever PySpark the driver has (pip-installed or the cluster's); raises ImportError saying so
+    when there is none."""
+    _require_pyspark()
     from spark_plugin.lifecycle import instrument as _instrument
 
     return _instrument(spark, conf)

@@ -6,6 +6,7 @@ against the OpenLineage schemas.
 """
 from __future__ import annotations
 
+from harvest_cli import brief, run_harvest
 from paths import TESTS
 import json
 from datetime import datetime, timedelta, timezone
@@ -13,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from http_backend import free_port
-from ol_schema import assert_valid_event
 
 from emitter.run_ids import stable_run_id
 from harvesters.cli import main
@@ -49,21 +49,7 @@ UTC = timezone.utc
 
 def harvest(tmp_path: Path, *args: str, conf: list[str] | None = None):
     """Run the CLI; returns (exit code, events written by this run)."""
-    target = tmp_path / "events.jsonl"
-    before = target.read_text(encoding="utf-8").count("\n") if target.exists() else 0
-    conf = conf if conf is not None else ["transport.type=file", f"transport.location={target}"]
-    code = main(["snowflake", "--account", ACCOUNT, *args, *[a for c in conf for a in ("--conf", c)]])
-    lines = target.read_text(encoding="utf-8").split("\n")[before:-1] if target.exists() else []
-    events = [json.loads(line) for line in lines]
-    for event in events:
-        assert_valid_event(event)
-    return code, events
-
-
-def brief(event: dict) -> tuple:
-    parent = event["run"]["facets"].get("parent")
-    return (event["eventType"], event["job"]["name"], parent and parent["job"]["name"],
-            [d["name"] for d in event["inputs"]], [d["name"] for d in event["outputs"]])
+    return run_harvest(tmp_path / "events.jsonl", ["snowflake", "--account", ACCOUNT, *args], conf)
 
 
 def history(tmp_path: Path, rows: list[dict], name: str = "h.jsonl") -> Path:

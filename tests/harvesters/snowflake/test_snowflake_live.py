@@ -17,10 +17,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from harvesters.cli import main
 from harvesters.snowflake.live import SOURCES, connect_odbc, read_rows
 from harvesters.core.state import Window
-from ol_schema import assert_valid_event
+from harvest_cli import run_harvest
 
 DRIVER = "/usr/lib/x86_64-linux-gnu/odbc/libsqlite3odbc.so"
 pytestmark = pytest.mark.skipif(not Path(DRIVER).exists(), reason="SQLite ODBC driver not installed")
@@ -70,14 +69,9 @@ def add_query(path: Path, qid: str, minute: float, text: str, *, seconds: float 
 
 
 def harvest(tmp_path: Path, db: Path, *args: str, source: str = "sqlite"):
-    target = tmp_path / "events.jsonl"
-    before = target.read_text().count("\n") if target.exists() else 0
-    code = main(["snowflake", "--account", ACCOUNT, "--odbc", f"Driver={DRIVER};Database={db}", "--source", source,
-                 "--conf", "transport.type=file", "--conf", f"transport.location={target}", *args])
-    events = [json.loads(line) for line in (target.read_text().splitlines()[before:] if target.exists() else [])]
-    for event in events:
-        assert_valid_event(event)
-    return code, events
+    return run_harvest(tmp_path / "events.jsonl",
+                       ["snowflake", "--account", ACCOUNT, "--odbc", f"Driver={DRIVER};Database={db}", "--source",
+                        source, *args])
 
 
 def completed_queries(events: list[dict]) -> list[tuple]:

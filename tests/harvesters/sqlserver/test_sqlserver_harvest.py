@@ -4,6 +4,7 @@ Events go to the file transport in tmp_path and are checked exactly and against 
 """
 from __future__ import annotations
 
+from harvest_cli import brief, run_harvest
 from paths import SHARED
 import json
 import re
@@ -72,18 +73,7 @@ def write_log(path: Path, events: list[bytes]) -> Path:
 
 def harvest(tmp_path: Path, *args: str, out: str = "events.jsonl", conf: list[str] | None = None):
     """Run the CLI; returns (exit code, events written by this run)."""
-    target = tmp_path / out
-    before = target.read_text(encoding="utf-8").count("\n") if target.exists() else 0
-    conf = conf if conf is not None else ["transport.type=file", f"transport.location={target}"]
-    code = main(["sqlserver", "--server", SERVER, *args, *[a for c in conf for a in ("--conf", c)]])
-    lines = target.read_text(encoding="utf-8").split("\n")[before:-1] if target.exists() else []
-    return code, [json.loads(line) for line in lines]
-
-
-def brief(event: dict) -> tuple:
-    parent = event["run"]["facets"].get("parent")
-    return (event["eventType"], event["job"]["name"], parent and parent["job"]["name"],
-            [d["name"] for d in event["inputs"]], [d["name"] for d in event["outputs"]])
+    return run_harvest(tmp_path / out, ["sqlserver", "--server", SERVER, *args], conf)
 
 
 # ---- statement shapes (the lineage cache key) -----------------------------------------------------------

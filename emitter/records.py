@@ -6,7 +6,7 @@ instance is not changed once handed over (the emitter reuses its serialized form
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -67,6 +67,11 @@ class Dataset:
     io_facets: Mapping[str, Any] = attrs.field(factory=dict)
 
 
+def _datasets(datasets: Iterable[Dataset]) -> tuple[Dataset, ...]:
+    """Producers may pass lists; the record keeps a tuple (a typed converter: mypy cannot read ``tuple``)."""
+    return tuple(datasets)
+
+
 @attrs.frozen
 class RunRecord:
     """One state change of one run: becomes one RunEvent.
@@ -82,8 +87,8 @@ class RunRecord:
     job_type: JobType
     parent: RunRef | None = None
     root: RunRef | None = None
-    inputs: tuple[Dataset, ...] = attrs.field(default=(), converter=tuple)
-    outputs: tuple[Dataset, ...] = attrs.field(default=(), converter=tuple)
+    inputs: tuple[Dataset, ...] = attrs.field(default=(), converter=_datasets)
+    outputs: tuple[Dataset, ...] = attrs.field(default=(), converter=_datasets)
     run_facets: Mapping[str, Any] = attrs.field(factory=dict)
     job_facets: Mapping[str, Any] = attrs.field(factory=dict)
 

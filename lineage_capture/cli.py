@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _command(name: str) -> Callable[..., int]:
     module, _, function = COMMANDS[name][1].partition(":")
-    return getattr(importlib.import_module(module), function)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), function)
 
 
 def main(argv: list[str] | None = None) -> int:

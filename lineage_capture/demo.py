@@ -16,9 +16,13 @@ import sys
 import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from emitter.records import RunRecord
 
 
-def demo_records():
+def demo_records() -> list[RunRecord]:
     """The parent/child records of the demo, in emission order."""
     from openlineage.client.facet_v2 import sql_job
 

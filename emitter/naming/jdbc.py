@@ -52,12 +52,16 @@ def _authority(hosts: str, default_port: str | None) -> str:
     return ",".join(out)
 
 
+def _none_if_empty(value: str | None) -> str | None:
+    return value or None
+
+
 @attrs.frozen
 class _Location:
     """What a JDBC URL says about where tables live (the Java client's JdbcLocation)."""
 
     namespace: str
-    database: str | None = attrs.field(default=None, converter=lambda d: d or None)
+    database: str | None = attrs.field(default=None, converter=_none_if_empty)
     qualified_wins: bool = False  # mysql: "db.table" in dbtable beats the URL's database
     default_schema: str | None = None  # sqlserver: "dbo"
 
@@ -98,10 +102,11 @@ def _oracle(uri: str) -> _Location:
             raise ValueError(uri)
         hosts = []
         for addr in _ORACLE_TNS_ADDRESS.finditer(body):
-            host = re.search(_ORACLE_TNS_VALUE.format(key="host"), addr.group("body"))
-            port = re.search(_ORACLE_TNS_VALUE.format(key="port"), addr.group("body"))
-            if host:
-                hosts.append(f"{host.group('v')}:{port.group('v') if port else ORACLE_DEFAULT_PORT}")
+            host_match = re.search(_ORACLE_TNS_VALUE.format(key="host"), addr.group("body"))
+            port_match = re.search(_ORACLE_TNS_VALUE.format(key="port"), addr.group("body"))
+            if host_match:
+                port = port_match.group("v") if port_match else ORACLE_DEFAULT_PORT
+                hosts.append(f"{host_match.group('v')}:{port}")
         if not hosts:
             raise ValueError(uri)
         ident = None

@@ -35,6 +35,7 @@ import io
 import json
 import re
 import sys
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
@@ -322,6 +323,101 @@ class TaskTag:
     task: str
     parent_id: str | None = None
     root_parent_id: str | None = None
+    #: the task's exact job name (a dbt node: as openlineage-dbt names it), else None (from ``task``)
+    job_name: str | None = None
+    #: ``{job}/{runId}`` of the dbt invocation that ran the node, in the harvest's job namespace (see
+    #: :func:`dbt_node`); only when no Airflow parent is named
+    dbt_parent: str | None = None
+
+
+#: dbt's query comment: ``/* {"app": "dbt", ..., "node_id": "model.proj.orders"} */`` (first or last in the text)
+_JSON_COMMENT = re.compile(r"/\*\s*(\{.*?\})\s*\*/", re.DOTALL)
+#: Keys a custom dbt ``query-comment`` macro may add to name the node's relation (first present wins).
+DBT_DATABASE_KEYS = ("node_database", "database")
+DBT_SCHEMA_KEYS = ("node_schema", "schema")
+
+
+@attrs.frozen
+class DbtNode:
+    """What dbt's query comment (or a dbt JSON query tag) says about the node that ran a query."""
+
+    node_id: str  # model.proj.orders
+    job_name: str  # openlineage-dbt's job name for the node's run
+    parent: str | None  # dbt-run-{project}/{invocation_id} when the comment carries a UUID invocation_id
+
+
+def dbt_job_name(node_id: str, database: str | None, schema: str | None) -> str:
+    """The job name openlineage-dbt gives a node's run: ``{database}.{schema}.{node id without "model."}``
+    (``.snapshot`` for snapshots; other nodes keep their whole id), the database and schema of the node's
+    relation (openlineage-dbt's ``_get_job_name``; ``dbt build`` adds ``.build.run``, which a query does not
+    tell). Without a database and schema, the node part alone."""
+    if node_id.startswith("model."):
+        node, suffix = node_id[len("model."):], ""
+    elif node_id.startswith("snapshot."):
+        node, suffix = node_id[len("snapshot."):], ".snapshot"
+    else:
+        node, suffix = node_id, ""
+    prefix = f"{database}.{schema}." if database and schema else ""
+    return f"{prefix}{node}{suffix}"
+
+
+def _dbt_fields(text: str) -> Mapping[str, Any] | None:
+    """The fields of dbt's JSON query comment in ``text`` (or of a JSON tag), None when there is none."""
+    for body in _JSON_COMMENT.findall(text) if "/*" in text else (text.strip(),):
+        fields = _dbt_json(body)
+        if fields is not None:
+            return fields
+    return None
+
+
+@lru_cache(maxsize=8192)  # a dbt run repeats the same comment for every query of a node
+def _dbt_json(body: str) -> Mapping[str, Any] | None:
+    if not body.startswith("{") or "node_id" not in body:
+        return None
+    try:
+        fields = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(fields, Mapping) or fields.get("app") != "dbt" or not isinstance(fields.get("node_id"), str):
+        return None
+    return fields
+
+
+def _first(fields: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
+    return next((str(fields[k]) for k in keys if isinstance(fields.get(k), str) and fields[k]), None)
+
+
+def dbt_node(text: str, tag: str, database: str | None, schema: str | None) -> DbtNode | None:
+    """The dbt node that ran a query, from dbt's JSON query comment in its text, else a dbt JSON query tag.
+
+    The job name is openlineage-dbt's (:func:`dbt_job_name`): the relation's database and schema come from
+    the comment when a custom ``query-comment`` adds them (``node_database``/``node_schema``), else from the
+    query's DATABASE_NAME/SCHEMA_NAME (the target's, which is the model's unless it has a custom schema). The
+    invocation is the parent (job ``dbt-run-{project}``, openlineage-dbt's name for it, run id =
+    ``invocation_id``) when the comment carries an ``invocation_id`` that is a UUID; dbt's default comment
+    does not."""
+    fields = _dbt_fields(text) if "node_id" in text else None
+    if fields is None and "node_id" in tag:
+        fields = _dbt_fields(tag)
+    if fields is None:
+        return None
+    node_id = str(fields["node_id"])
+    job = dbt_job_name(node_id, _first(fields, DBT_DATABASE_KEYS) or database,
+                       _first(fields, DBT_SCHEMA_KEYS) or schema)
+    parent = None
+    invocation = fields.get("invocation_id")
+    project = node_id.split(".")[1] if node_id.count(".") >= 2 else ""
+    if isinstance(invocation, str) and project and _is_uuid(invocation):
+        parent = f"dbt-run-{project}/{invocation.lower()}"
+    return DbtNode(node_id, job, parent)
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _parent_task(parent_id: str | None) -> str | None:
@@ -357,8 +453,19 @@ def _tag_task(tag: str, user: str, warehouse: str) -> TaskTag:
 
 
 def task_of(row: HistoryRow) -> TaskTag:
-    """The task of a query: from its QUERY_TAG, else its user and warehouse; the parent from the tag, else from
-    an ``openlineage_parent_id=`` comment in the text."""
+    """The task of a query: the dbt node named by dbt's query comment (:func:`dbt_node`), else its QUERY_TAG,
+    else its user and warehouse; the parent from the tag, else from an ``openlineage_parent_id=`` comment in
+    the text, else (dbt) the dbt invocation."""
+    found = _plain_task_of(row)
+    if "node_id" in row.text or "node_id" in row.tag:
+        node = dbt_node(row.text, row.tag, row.database, row.schema)
+        if node is not None:
+            return TaskTag(node.job_name, found.parent_id, found.root_parent_id, node.job_name,
+                           None if found.parent_id else node.parent)
+    return found
+
+
+def _plain_task_of(row: HistoryRow) -> TaskTag:
     found = _tag_task(row.tag, row.user, row.warehouse)
     if found.parent_id is None and "openlineage_" in row.text:
         parent, root = find_parent_ids("", row.text)
@@ -484,6 +591,8 @@ class PreparedRow(NamedTuple):
     read: tuple[str, ...] | None  # ACCESS_HISTORY's datasets read; None when the row has no ACCESS_HISTORY
     written: tuple[str, ...]
     run_id: str  # of the query's run (:func:`harvesters.core.tasks.statement_run_id`)
+    job_name: str | None = None  # the task's exact job name (a dbt node), see :class:`TaskTag`
+    dbt_parent: str | None = None  # ``{job}/{runId}`` of the dbt invocation (:class:`TaskTag`)
 
 
 def prepare_row(row: HistoryRow, lineage: LineageCache, max_statement_chars: int, namespace: str,
@@ -510,7 +619,7 @@ def prepare_row(row: HistoryRow, lineage: LineageCache, max_statement_chars: int
         intern(row.status), (row.error_message or f"EXECUTION_STATUS {row.status}") if failed else None,
         _row_count(row), intern(row.parameterized_hash), row.parent_query_id, tag.task, tag.parent_id,
         tag.root_parent_id, procedure, is_run_marker(row.text), parsed, read, written,
-        statement_run_id(row.start, namespace, row.query_id))
+        statement_run_id(row.start, namespace, row.query_id), tag.job_name, tag.dbt_parent)
 
 
 def _parse(row: HistoryRow | PreparedRow, temps: frozenset[str], lineage: LineageCache, max_statement_chars: int
@@ -540,6 +649,8 @@ class RowConverter:
         self.max_statement_chars = max_statement_chars
         self._temps: OrderedDict[str, frozenset[str]] = OrderedDict()  # session -> temp tables it created
         self.calls: dict[str, Call] = {}  # CALLs read, by QUERY_ID, until their end is passed
+        #: the harvest's job namespace, for a dbt invocation parent (set by :class:`Harvest` from its grouper)
+        self.job_namespace = "default"
 
     def convert(self, row: HistoryRow | PreparedRow) -> Statement | Skip:
         """The statement of a row (read here, or prepared by a reading process), or why it is skipped."""
@@ -584,7 +695,9 @@ class RowConverter:
             query_id=row.query_id, start=row.start, end=row.end, task=row.task, host=row.user,
             session=row.session, sql=row.text, namespace=self.namespace, dialect=DIALECT, inputs=inputs,
             outputs=outputs, temp_inputs=temp_inputs, temp_outputs=temp_outputs, statement_types=types,
-            failed=failed, error_message=row.error, parent_id=row.parent_id, root_parent_id=row.root_parent_id,
+            failed=failed, error_message=row.error,
+            parent_id=row.parent_id or (f"{self.job_namespace}/{row.dbt_parent}" if row.dbt_parent else None),
+            root_parent_id=row.root_parent_id, job_name=row.job_name,
             marker=row.marker, module=module, module_key=module_key, outer_modules=outer,
             module_facets=module_facets, row_count=row.row_count, run_facets=query_facets(row.query_id, self.namespace),
             run_id=row.run_id,
@@ -693,6 +806,7 @@ class Harvest:
                  tick: Callable[[Harvest], None] | None = None) -> None:
         self.converter = converter
         self.grouper = grouper
+        converter.job_namespace = grouper.job_namespace  # a dbt invocation's run is a job of this namespace
         self.window = window
         self.seen = seen
         self.counts = HarvestCounts()

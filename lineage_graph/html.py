@@ -44,9 +44,10 @@ def graph_data(conn: sqlite3.Connection) -> dict:
         classes = [data["kind"]] + (["failed"] if j.state in ("FAIL", "ABORT") else [])
         nodes.append({"data": data, "classes": " ".join(classes)})
         for d in sorted(j.inputs):
-            edges.append({"data": {"id": f"e{d}_{j.id}", "source": f"d{d}", "target": f"j{j.id}"}})
+            edges.append({"data": {"id": f"i{d}_{j.id}", "source": f"d{d}", "target": f"j{j.id}"}})
+        # ids tell inputs from outputs: job 1 reading dataset 2 and job 2 writing dataset 1 are two edges
         for d in sorted(j.outputs):
-            edges.append({"data": {"id": f"e{j.id}_{d}", "source": f"j{j.id}", "target": f"d{d}"}})
+            edges.append({"data": {"id": f"o{j.id}_{d}", "source": f"j{j.id}", "target": f"d{d}"}})
     for d, (ns, name) in sorted(graph.datasets.items()):
         nodes.append({"data": {"id": f"d{d}", "label": name, "key": f"{ns}/{name}", "namespace": ns,
                                "kind": "dataset", "level": levels.get(f"d:{d}", 0)}, "classes": "dataset"})
@@ -68,14 +69,21 @@ def _preset_positions(nodes: list[dict], edges: list[dict]) -> None:
         rows[lvl].sort(key=lambda n: n["data"]["key"])
         for i, n in enumerate(rows[lvl]):
             pos[n["data"]["id"]] = i
+    # only predecessors that are placed in a row count: a group (a parent job with its own inputs or outputs, such
+    # as a Spark application) is drawn around its members and has no row of its own
     preds: dict[str, list[str]] = {}
     for e in edges:
-        preds.setdefault(e["data"]["target"], []).append(e["data"]["source"])
+        if e["data"]["source"] in pos and e["data"]["target"] in pos:
+            preds.setdefault(e["data"]["target"], []).append(e["data"]["source"])
+
+    def barycenter(n: dict) -> float:
+        ps = preds.get(n["data"]["id"])
+        return sum(pos[p] for p in ps) / len(ps) if ps else pos[n["data"]["id"]]
+
     for _sweep in range(2):
         for lvl in sorted(rows)[1:]:
             row = rows[lvl]
-            row.sort(key=lambda n: (sum(pos[p] for p in preds.get(n["data"]["id"], [])) /
-                                    len(preds[n["data"]["id"]])) if preds.get(n["data"]["id"]) else pos[n["data"]["id"]])
+            row.sort(key=barycenter)
             for i, n in enumerate(row):
                 pos[n["data"]["id"]] = i
     for lvl, row in rows.items():

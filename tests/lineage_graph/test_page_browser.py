@@ -133,3 +133,31 @@ def test_offline_page_and_live_server(tmp_path, isolated_lineage_env, browser, c
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+@pytest.mark.parametrize("layout_max,layout", [(1200, "dagre"), (0, "preset")])
+def test_every_graph_shape_loads_in_both_layouts(tmp_path, db, browser, monkeypatch, layout_max, layout):
+    # the graphs of test_page.py (groups with edges of their own, self loops, isolated nodes, cycles), each drawn
+    # by dagre (small pages) and by the positions computed in Python (large pages)
+    from lineage_graph import html
+
+    from test_page import PAGE_GRAPHS
+
+    monkeypatch.setattr(html, "DAGRE_MAX_NODES", layout_max)
+    for case in PAGE_GRAPHS:
+        events, nodes, edges = case.values
+        db.conn.executescript("DELETE FROM runs; DELETE FROM events; DELETE FROM jobs; DELETE FROM job_current; "
+                              "DELETE FROM current_io; DELETE FROM job_versions; DELETE FROM dataset_versions;")
+        db(events)
+        out = tmp_path / f"{case.id}.html"
+        out.write_text(html.page(db.conn), encoding="utf-8")
+        browser.get(out.as_uri())
+        wait(browser, "return window.lineage && window.lineage.ready")
+        got = browser.execute_script(
+            "var cy = window.lineage.cy, w = cy.width(), h = cy.height(); return {layout: window.lineage.layout, "
+            "nodes: cy.nodes().map(function (n) { return n.data('key'); }).sort(), edges: cy.edges().length, "
+            "placed: cy.nodes('.job, .dataset').map(function (n) { var p = n.renderedPosition(); "
+            "return [Math.round(p.x), Math.round(p.y), p.x >= 0 && p.x <= w && p.y >= 0 && p.y <= h]; })}")
+        assert (got["layout"], got["nodes"], got["edges"]) == (layout, sorted(nodes), len(edges)), case.id
+        assert all(p[2] for p in got["placed"]), case.id  # inside the viewport after fit
+        assert len({(p[0], p[1]) for p in got["placed"]}) == len(got["placed"]), case.id  # not on top of each other

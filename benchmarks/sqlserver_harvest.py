@@ -138,7 +138,7 @@ def run_breakdown(log: Path, statements: int) -> dict[str, float]:
     """CPU per statement by component, everything in this process (XML read here too), with a CPU clock
     around each component (the clock itself adds ~2 us per statement, spread over the components)."""
     sys.path.insert(0, str(ROOT))
-    from harvesters.cli import make_emitter
+    from harvesters.core.run import make_emitter
     from harvesters.sqlserver.reading import EventConverter, Harvest, LineageCache
     from harvesters.core.state import Window
     from harvesters.core.tasks import TaskGrouper

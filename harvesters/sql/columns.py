@@ -1,0 +1,339 @@
+"""Column-level lineage of one SQL text: which input columns each written column is computed from.
+
+:func:`column_lineage` answers for the statements that name what they write column by column:
+``INSERT INTO t (c1, c2) SELECT ...`` (without a column list only when the caller knows ``t``'s columns),
+``CREATE TABLE|VIEW t [(c1, ...)] AS SELECT ...`` and T-SQL ``SELECT ... INTO t``. Everything else (UPDATE,
+MERGE, VALUES, COPY, multi-table INSERT, text sqlglot cannot parse) has no column lineage here: unknown stays
+unknown, no column is ever invented. An output column is left out when any column it is computed from cannot be
+told (an unqualified column of a join, ``*`` over a table whose columns are unknown, a temp table, a table
+function): a partial list would read as the whole truth.
+
+sqlglot does the work: the text is parsed for the dialect, identifiers are normalised once by the dialect's case
+rule (:mod:`harvesters.sql.dialects`, so names match :func:`harvesters.sql.engine.table_lineage`'s: a T-SQL name
+keeps its first spelling in the text, a Snowflake unquoted name is upper-cased) and quoted, ``*`` over a table is
+expanded from ``table_columns`` when the caller knows them, and :func:`sqlglot.lineage.lineage` follows each
+projection through CTEs, subqueries and set operations down to table columns.
+
+Plain data only (no emitter, no harvester types), so any producer can turn it into a ``columnLineage`` facet:
+``{output table: {output column: ((input table, input column, subtype), ...)}}`` with subtype ``IDENTITY`` (the
+value is copied), ``TRANSFORMATION`` (computed from it) or ``AGGREGATION`` (an aggregate of it), all of them
+``DIRECT`` transformations in the OpenLineage columnLineage facet's terms (1-2-0).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.lineage import Node, lineage
+
+from harvesters.sql.dialects import DialectRules, rules_for
+
+__all__ = ["IDENTITY", "TRANSFORMATION", "AGGREGATION", "ColumnSource", "ColumnLineage", "column_lineage"]
+
+IDENTITY, TRANSFORMATION, AGGREGATION = "IDENTITY", "TRANSFORMATION", "AGGREGATION"
+_RANK = {IDENTITY: 0, TRANSFORMATION: 1, AGGREGATION: 2}
+#: (input table, input column, subtype)
+ColumnSource = tuple[str, str, str]
+#: output table -> output column -> its sources (a tuple: the answer is cached and shared)
+ColumnLineage = dict[str, dict[str, tuple[ColumnSource, ...]]]
+#: the known columns of a table (by its qualified name as reported), or None when unknown
+TableColumns = Callable[[str], Sequence[str] | None]
+#: Longest text worth a column-level look (the table-level engine refuses 512 KiB; a statement writing
+#: columns is far smaller, and sqlglot's qualify is the costly part).
+MAX_SQL_CHARS = 100_000
+_CREATE_KINDS = frozenset({"TABLE", "VIEW", "MATERIALIZED VIEW", "DYNAMIC TABLE", "TRANSIENT TABLE"})
+
+log = logging.getLogger(__name__)
+
+
+def column_lineage(sql: str, dialect: str, default_database: str | None = None, default_schema: str | None = None,
+                   *, table_columns: TableColumns | None = None, temp_tables: Iterable[str] = ()) -> ColumnLineage:
+    """Column lineage of ``sql`` (see the module): ``{output table: {column: ((table, column, subtype), ...)}}``.
+
+    Table names are qualified with the defaults as :func:`harvesters.sql.engine.table_lineage` qualifies them.
+    ``table_columns(name)`` gives a table's columns when the caller knows them (``*`` is expanded, an INSERT
+    without a column list is mapped by position); ``temp_tables`` are session temp tables (not datasets: a
+    column computed from one is left out). Never raises: an empty mapping when nothing is known.
+    """
+    if not isinstance(sql, str) or not sql.strip() or len(sql) > MAX_SQL_CHARS:
+        return {}
+    try:
+        rules = rules_for(dialect)
+        if rules is None:
+            return {}
+        walker = _Walker(rules, default_database, default_schema, table_columns, temp_tables)
+        return walker.run(sql)
+    except (SqlglotError, RecursionError, ValueError, KeyError, AttributeError, TypeError) as error:
+        log.debug("no column lineage: %s: %s", type(error).__name__, error)
+        return {}
+
+
+class _Walker:
+    def __init__(self, rules: DialectRules, database: str | None, schema: str | None,
+                 table_columns: TableColumns | None, temp_tables: Iterable[str]) -> None:
+        self.rules = rules
+        self.database = self._default(database)
+        self.schema = self._default(schema)
+        self.table_columns = table_columns
+        self.temps = {t.strip('"[]').casefold() for t in temp_tables}
+        self.spelling: dict[str, str] = {}  # casefolded -> first spelling (as_written dialects)
+
+    # ---- driving ---------------------------------------------------------------------------------------
+
+    def run(self, sql: str) -> ColumnLineage:
+        batches = self.rules.batch_separator.split(sql) if self.rules.batch_separator else [sql]
+        result: ColumnLineage = {}
+        for batch in batches:
+            if not batch.strip():
+                continue
+            for statement in _parse(batch, self.rules.sqlglot):
+                if statement is None:
+                    continue
+                found = self._statement(statement)
+                if found is not None:
+                    table, columns = found
+                    if columns:
+                        result.setdefault(table, {}).update(columns)
+        return result
+
+    def _statement(self, node: exp.Expr) -> tuple[str, dict[str, tuple[ColumnSource, ...]]] | None:
+        """(output table, its columns' sources) of one statement, or None when it writes no named columns."""
+        target: exp.Expr | None = None
+        query: exp.Expr | None = None
+        if isinstance(node, exp.Insert):
+            target, query = node.this, node.expression
+        elif isinstance(node, exp.Create) and str(node.args.get("kind") or "").upper() in _CREATE_KINDS:
+            target, query = node.this, node.expression
+        elif isinstance(node, exp.Select) and isinstance(node.args.get("into"), exp.Into):
+            into = node.args["into"]
+            target, query = into.this, node.copy()
+            query.set("into", None)
+        if target is None or not isinstance(query, (exp.Select, exp.SetOperation, exp.Subquery)):
+            return None
+        if isinstance(query, exp.Subquery):
+            query = query.unnest()
+        if not isinstance(query, (exp.Select, exp.SetOperation)):
+            return None
+        columns: list[str] | None = None
+        if isinstance(target, exp.Schema):
+            columns = [c.name for c in target.expressions if isinstance(c, (exp.Identifier, exp.ColumnDef, exp.Column))]
+            target = target.this
+        if not isinstance(target, exp.Table):
+            return None
+        if columns is not None:  # the target's spelling first (T-SQL: the first spelling in the text wins)
+            columns = [self._ident_text(c) for c in columns]
+        query = query.copy()
+        with_ = node.args.get("with_") or node.args.get("with")
+        if with_ is not None and query.args.get("with_") is None and query.args.get("with") is None:
+            query.set("with_" if "with_" in type(query).arg_types else "with", with_.copy())  # WITH c AS (...) INSERT
+        self._canonical(query)
+        self._canonical(target)
+        table = self._table_name(target)
+        if table is None:
+            return None
+        if columns is None and isinstance(node, exp.Insert):
+            known = self.table_columns(table) if self.table_columns else None
+            if not known:
+                return None  # INSERT INTO t SELECT ...: which column gets which value depends on t's definition
+            columns = list(known)
+        self._expand_stars(query)
+        selects = query.selects
+        if columns is not None and (len(columns) != len(selects) or any(_is_star(s) for s in selects)):
+            return None  # which value goes to which column is not known
+        names = self._name_projections(query)
+        outputs = columns if columns is not None else names
+        # every identifier is quoted and normalised by now: sqlglot's default dialect compares them exactly (T-SQL's
+        # own would fold even quoted names to lower case)
+        nodes = lineage(None, query, schema={}, dialect=None, copy=False)
+        lineage_of: dict[str, tuple[ColumnSource, ...]] = {}
+        for output, name, projection in zip(outputs, names, selects):
+            if name is None or output is None or _is_star(projection) or name not in nodes:
+                continue
+            sources = self._sources(nodes[name])
+            if sources:
+                lineage_of[output] = sources
+        return table, lineage_of
+
+    # ---- sources -----------------------------------------------------------------------------------------
+
+    def _sources(self, root: Node) -> tuple[ColumnSource, ...] | None:
+        """The table columns a projection is computed from, with the strongest subtype on the way to each;
+        None when one of them cannot be told."""
+        found: dict[tuple[str, str], str] = {}
+        stack: list[tuple[Node, str]] = [(root, IDENTITY)]
+        while stack:
+            node, subtype = stack.pop()
+            if isinstance(node.expression, exp.Table):
+                leaf = self._leaf(node)
+                if leaf is None:
+                    return None
+                previous = found.get(leaf)
+                if previous is None or _RANK[subtype] > _RANK[previous]:
+                    found[leaf] = subtype
+                continue
+            if not node.downstream:
+                if isinstance(node.expression, exp.Placeholder) or isinstance(node.source, exp.Placeholder):
+                    return None  # a column whose table cannot be told
+                continue  # a literal or a function without columns
+            # a set operation's node carries its left branch's projection: each branch says what it does itself
+            step = IDENTITY if isinstance(node.source, exp.SetOperation) else _subtype(node.expression)
+            step = step if _RANK[step] > _RANK[subtype] else subtype
+            stack.extend((child, step) for child in node.downstream)
+        return tuple((table, column, subtype) for (table, column), subtype in sorted(found.items()))
+
+    def _leaf(self, node: Node) -> tuple[str, str] | None:
+        table = self._table_name(node.expression)
+        if table is None:
+            return None
+        try:
+            parts = _column_parts(node.name)  # "alias"."column", as sqlglot's lineage names the leaf
+        except (SqlglotError, ValueError):
+            return None
+        if not parts:
+            return None
+        return table, parts[-1].name
+
+    # ---- names -------------------------------------------------------------------------------------------
+
+    def _canonical(self, tree: exp.Expr) -> None:
+        """Every identifier normalised by the dialect's case rule and quoted, so sqlglot compares them exactly
+        (T-SQL: the first spelling of a name in the text stands for all its spellings)."""
+        for ident in tree.find_all(exp.Identifier):
+            if ident.args.get("quoted"):
+                continue
+            ident.set("this", self._ident_text(ident.name))
+            ident.set("quoted", True)
+
+    def _ident_text(self, text: str) -> str:
+        if self.rules.case == "upper":
+            return text.upper()
+        if self.rules.case == "lower":
+            return text.lower()
+        return self.spelling.setdefault(text.casefold(), text)
+
+    def _table_name(self, table: exp.Expr) -> str | None:
+        """The qualified name of a table reference, as table_lineage reports it; None for temp tables,
+        table functions and anything else that is not a dataset."""
+        if not isinstance(table, exp.Table) or not isinstance(table.this, (exp.Identifier, exp.Dot)):
+            return None
+        parts = table.parts
+        if not parts or not all(isinstance(p, exp.Identifier) for p in parts):
+            return None
+        last = parts[-1]
+        if last.args.get("temporary") or last.args.get("global_") or last.name.startswith("#"):
+            return None
+        texts = [p.name for p in parts]
+        if table.args.get("catalog") and not table.args.get("db"):  # db..t
+            texts = [*texts[:-1], "", texts[-1]]
+        name = ".".join(self._qualify(texts))
+        if name.casefold() in self.temps or ".".join(texts).casefold() in self.temps or \
+                texts[-1].casefold() in self.temps:
+            return None
+        return name
+
+    def _qualify(self, parts: list[str]) -> list[str]:
+        # as harvesters.sql.engine._Analyzer._qualify: the same defaults give the same names
+        if len(parts) >= 3 and parts[-2] == "":
+            parts = [*parts[:-2], self.rules.empty_schema or self.schema or "", parts[-1]]
+        if len(parts) == 1:
+            schema = self.schema or (self.rules.implicit_schema if self.database else None)
+            if schema:
+                parts = [schema, *parts]
+        if len(parts) == 2 and self.database:
+            parts = [self.database, *parts]
+        return parts
+
+    def _default(self, value: str | None) -> str | None:
+        # as harvesters.sql.engine._Analyzer._default
+        if not value or not value.strip():
+            return None
+        value = value.strip()
+        stripped = value.strip('"[]')
+        if stripped != value or self.rules.case == "as_written":
+            return stripped
+        return value.upper() if self.rules.case == "upper" else value.lower()
+
+    # ---- projections -------------------------------------------------------------------------------------
+
+    def _expand_stars(self, query: exp.Expr) -> None:
+        """``*`` / ``t.*`` over base tables whose columns the caller knows, written out (sqlglot expands the
+        ones over CTEs and subqueries itself)."""
+        if self.table_columns is None:
+            return
+        for select in list(query.find_all(exp.Select)):
+            if not any(_is_star(p) for p in select.expressions):
+                continue
+            sources = [t for t in _from_tables(select)]
+            expanded: list[exp.Expr] = []
+            for projection in select.expressions:
+                if not _is_star(projection):
+                    expanded.append(projection)
+                    continue
+                qualifier = projection.table if isinstance(projection, exp.Column) else ""
+                chosen = [t for t in sources if not qualifier or t.alias_or_name == qualifier]
+                columns = [self._known_columns(t) for t in chosen]
+                if not chosen or any(c is None for c in columns) or len(chosen) != len(sources) and not qualifier:
+                    expanded.append(projection)  # stays a star: unknown
+                    continue
+                for table, known in zip(chosen, columns):
+                    alias = table.alias_or_name
+                    expanded.extend(exp.column(exp.to_identifier(c, quoted=True),
+                                               table=exp.to_identifier(alias, quoted=True)) for c in known or ())
+            select.set("expressions", expanded)
+
+    def _known_columns(self, table: exp.Table) -> list[str] | None:
+        name = self._table_name(table)
+        known = self.table_columns(name) if name and self.table_columns else None
+        return [self._ident_text(c) for c in known] if known else None
+
+    def _name_projections(self, query: exp.Select | exp.SetOperation) -> list[str | None]:
+        """The output name of each projection of the (left-most) select, naming unnamed ones by position."""
+        selects = query.selects
+        names: list[str | None] = []
+        for position, projection in enumerate(selects):
+            if _is_star(projection):
+                names.append(None)
+                continue
+            name = projection.alias_or_name
+            if not name or not isinstance(projection, (exp.Alias, exp.Column)):
+                name = f"_col_{position}"
+                projection.replace(exp.alias_(projection.copy(), exp.to_identifier(name, quoted=True)))
+            names.append(name)
+        return names
+
+
+def _parse(text: str, dialect: str) -> list[exp.Expr | None]:
+    from sqlglot import parse
+
+    return parse(text, read=dialect)
+
+
+def _column_parts(name: str) -> list[exp.Identifier]:
+    column = exp.maybe_parse(name, into=exp.Column)
+    return [p for p in column.parts if isinstance(p, exp.Identifier)] if isinstance(column, exp.Column) else []
+
+
+def _is_star(projection: exp.Expr) -> bool:
+    return isinstance(projection, exp.Star) or (isinstance(projection, exp.Column) and projection.is_star)
+
+
+def _from_tables(select: exp.Select) -> list[exp.Table]:
+    """The sources of a select's FROM and JOINs, when every one is a base table (else none: a star over a
+    subquery is sqlglot's to expand)."""
+    sources: list[exp.Expr] = []
+    from_ = select.args.get("from_") or select.args.get("from")
+    if from_ is not None:
+        sources.append(from_.this)
+    sources.extend(join.this for join in select.args.get("joins") or ())
+    return [s for s in sources if isinstance(s, exp.Table)] if all(isinstance(s, exp.Table) for s in sources) else []
+
+
+def _subtype(expression: exp.Expr) -> str:
+    inner = expression.this if isinstance(expression, exp.Alias) else expression
+    if isinstance(inner, (exp.Column, exp.SetOperation, exp.Table, exp.Subquery)):
+        return IDENTITY
+    if inner.find(exp.AggFunc) is not None:
+        return AGGREGATION
+    return TRANSFORMATION

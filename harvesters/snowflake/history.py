@@ -50,6 +50,7 @@ from harvesters.core.outcome import HarvestCounts as _BaseCounts
 from harvesters.core.outcome import Skip, Unreadable
 from emitter.records import unvalidated
 from harvesters.core.background import read_in_background, send_items
+from harvesters.core.column_facets import Columns, output_facets, restricted
 from harvesters.sql.cache import Lineage, reason_of, statement_shape
 from harvesters.sql.cache import LineageCache as BoundedLineageCache
 from harvesters.core.state import Window
@@ -494,6 +495,28 @@ def object_name(name: str) -> str:
     return ".".join(parts)
 
 
+def access_columns(modified: Iterable[Any] | None) -> Columns:
+    """Column lineage from ACCESS_HISTORY's OBJECTS_MODIFIED: each written column's ``directSources`` (else its
+    ``baseSources``), tables and views only; a column with no source (a literal, a sequence) is left out.
+    ACCESS_HISTORY does not say how a value was computed: no subtype."""
+    found: dict[str, dict[str, tuple[tuple[str, str, str], ...]]] = {}
+    for item in modified or ():
+        if not (isinstance(item, Mapping) and str(item.get("objectDomain", "")).lower() in LINEAGE_DOMAINS
+                and item.get("objectName") and isinstance(item.get("columns"), list)):
+            continue
+        for column in item["columns"]:
+            if not isinstance(column, Mapping) or not column.get("columnName"):
+                continue
+            sources = tuple(dict.fromkeys(
+                (object_name(str(source["objectName"])), str(source["columnName"]), "")
+                for source in column.get("directSources") or column.get("baseSources") or ()
+                if isinstance(source, Mapping) and source.get("objectName") and source.get("columnName")
+                and str(source.get("objectDomain", "")).lower() in LINEAGE_DOMAINS))
+            if sources:
+                found.setdefault(object_name(str(item["objectName"])), {})[str(column["columnName"])] = sources
+    return tuple((table, tuple(fields.items())) for table, fields in found.items())
+
+
 def _dataset_names(objects: Iterable[Any] | None) -> list[str]:
     names: dict[str, None] = {}
     for item in objects or ():
@@ -593,6 +616,7 @@ class PreparedRow(NamedTuple):
     run_id: str  # of the query's run (:func:`harvesters.core.tasks.statement_run_id`)
     job_name: str | None = None  # the task's exact job name (a dbt node), see :class:`TaskTag`
     dbt_parent: str | None = None  # ``{job}/{runId}`` of the dbt invocation (:class:`TaskTag`)
+    access_columns: Columns = ()  # ACCESS_HISTORY's column lineage (:func:`access_columns`)
 
 
 def prepare_row(row: HistoryRow, lineage: LineageCache, max_statement_chars: int, namespace: str,
@@ -619,7 +643,8 @@ def prepare_row(row: HistoryRow, lineage: LineageCache, max_statement_chars: int
         intern(row.status), (row.error_message or f"EXECUTION_STATUS {row.status}") if failed else None,
         _row_count(row), intern(row.parameterized_hash), row.parent_query_id, tag.task, tag.parent_id,
         tag.root_parent_id, procedure, is_run_marker(row.text), parsed, read, written,
-        statement_run_id(row.start, namespace, row.query_id), tag.job_name, tag.dbt_parent)
+        statement_run_id(row.start, namespace, row.query_id), tag.job_name, tag.dbt_parent,
+        access_columns(row.modified) if row.modified else ())
 
 
 def _parse(row: HistoryRow | PreparedRow, temps: frozenset[str], lineage: LineageCache, max_statement_chars: int
@@ -687,6 +712,9 @@ class RowConverter:
                     row, temps | {t.casefold() for t in temp_outputs}, temp_inputs, temp_outputs)
             elif not isinstance(parsed, Skip):
                 inputs, outputs = parsed.inputs, parsed.outputs
+        # column lineage: ACCESS_HISTORY's where it has some, else the text's; kept to the final datasets
+        columns = restricted(row.access_columns or (parsed.columns if type(parsed) is Lineage else ()),
+                             inputs, outputs) if outputs else ()
         if temp_outputs:
             self._remember_temps(row.session, temps | {t.casefold() for t in temp_outputs})
         module_key = row.parent_query_id or None
@@ -698,6 +726,7 @@ class RowConverter:
             failed=failed, error_message=row.error,
             parent_id=row.parent_id or (f"{self.job_namespace}/{row.dbt_parent}" if row.dbt_parent else None),
             root_parent_id=row.root_parent_id, job_name=row.job_name,
+            output_facets=output_facets(self.namespace, columns) if columns else {},
             marker=row.marker, module=module, module_key=module_key, outer_modules=outer,
             module_facets=module_facets, row_count=row.row_count, run_facets=query_facets(row.query_id, self.namespace),
             run_id=row.run_id,

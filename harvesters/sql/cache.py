@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -55,6 +56,9 @@ class Lineage:
     temp_outputs: tuple[str, ...]
     statement_types: tuple[str, ...]
     error: str | None
+    #: column lineage of its outputs (:func:`harvesters.sql.columns.column_lineage`), only tables and columns
+    #: among ``inputs``/``outputs``: ((output, ((column, ((input, input column, subtype), ...)), ...)), ...)
+    columns: tuple[tuple[str, tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...]], ...] = ()
 
 
 NO_LINEAGE = Lineage((), (), (), (), (), None)
@@ -75,6 +79,8 @@ class LineageCache:
         self.max_entries = max_entries
         self._cache: OrderedDict[tuple[Any, ...], Lineage] = OrderedDict()
         self.hits = self.misses = 0
+        #: the known columns of a table (``*`` in column lineage), e.g. the live SQL Server's INFORMATION_SCHEMA
+        self.table_columns: Callable[[str], Sequence[str] | None] | None = None
 
     def lineage(self, sql: str, database: str | None) -> Lineage:
         return self.memoised((statement_shape(sql), database), sql, default_database=database,
@@ -91,13 +97,29 @@ class LineageCache:
         try:
             found = self._table_lineage(sql, self.dialect, **engine_options)
             result = Lineage(tuple(found.inputs), tuple(found.outputs), tuple(found.temp_inputs),
-                             tuple(found.temp_outputs), tuple(found.statement_types), found.error)
+                             tuple(found.temp_outputs), tuple(found.statement_types), found.error,
+                             self._columns(sql, found.inputs, found.outputs, engine_options) if found.outputs else ())
         except Exception as error:  # noqa: BLE001 - the engine promises not to raise; a bug costs one statement
             result = Lineage((), (), (), (), (), f"lineage engine error: {type(error).__name__}")
         self._cache[key] = result
         if len(self._cache) > self.max_entries:
             self._cache.popitem(last=False)
         return result
+
+    def _columns(self, sql: str, inputs: Iterable[str], outputs: Iterable[str], options: dict[str, Any]
+                 ) -> tuple[Any, ...]:
+        """Column lineage, cached with the table lineage (once per statement shape); kept only where it agrees
+        with the table lineage: its outputs, columns whose every source is one of its inputs."""
+        from harvesters.sql.columns import column_lineage
+
+        inner = _SP_EXECUTESQL.match(sql)  # the statement sp_executesql runs is the one that names columns
+        found = column_lineage(inner.group(1).replace("''", "'") if inner else sql, self.dialect,
+                               options.get("default_database"), options.get("default_schema"),
+                               table_columns=self.table_columns, temp_tables=options.get("temp_tables", ()))
+        read, written = set(inputs), set(outputs)
+        return tuple((table, kept) for table, columns in found.items() if table in written
+                     for kept in [tuple((column, sources) for column, sources in columns.items()
+                                        if all(source[0] in read for source in sources))] if kept)
 
 
 def reason_of(error: str) -> str:

@@ -31,7 +31,10 @@ KNOWN_KEYS = frozenset({
     "jobName.appendDatasetName", "jobName.replaceDotWithUnderscore",  # read by plan_lineage
     "dataset.removePath.pattern",  # read by plan_lineage
     "job.tags", "run.tags",
-    "python.enabled", "python.shutdownTimeoutSeconds", "python.queueSize",
+    "python.enabled", "python.shutdownTimeoutSeconds", "python.queueSize", "python.pollIntervalSeconds",
+    # the JVM integration's keys this plugin accepts without acting on them (a configuration shared with
+    # JVM jobs must not make every run warn): see the README's list of what is not captured
+    "debugFacet", "facets.disabled", "timeoutSecs", "testExtensionProvider", "overriddenAppName",
 })
 #: ``facets.<name>.disabled`` drops one facet by name (names may hold dots: ``spark.logicalPlan``).
 FACET_DISABLED = re.compile(r"facets\.(.+)\.disabled")
@@ -43,12 +46,18 @@ KNOWN_PATTERNS = (
     re.compile(r"spool\..+"),  # emitter: spool directory and size
     FACET_DISABLED,
     JOB_OWNER,
+    # the JVM integration's key families, accepted (see KNOWN_KEYS)
+    re.compile(r"(columnLineage|circuitBreaker|metrics|vendors|filter|dataset|jobName)\..+"),
 )
 
 DEFAULT_NAMESPACE = "default"
 DEFAULT_CAPTURED_PROPERTIES = ("spark.master", "spark.app.name")
+#: At the end, the longest wait for the worker to finish what is queued (plan reading and delivery); a backend
+#: that stalls one delivery longer than ``lifecycle.STALL_S`` sends the rest to the spool at once.
 DEFAULT_SHUTDOWN_TIMEOUT_S = 5.0
 DEFAULT_QUEUE_SIZE = 1000
+#: How often the worker looks for running SQL executions (their START and RUNNING events); 0 switches it off.
+DEFAULT_POLL_INTERVAL_S = 1.0
 
 
 def _truthy(value: object) -> bool:
@@ -164,6 +173,7 @@ class PluginConfig:
     disabled: bool
     shutdown_timeout_s: float
     queue_size: int
+    poll_interval_s: float
     emitter_overrides: Mapping[str, str]  # prefix-less keys for ``Emitter.from_config``
     unknown: tuple[str, ...]
 
@@ -193,6 +203,7 @@ class PluginConfig:
             disabled=_truthy(keys.get("disabled", "")) or _truthy(environ.get("OPENLINEAGE_DISABLED", "")),
             shutdown_timeout_s=float(keys.get("python.shutdownTimeoutSeconds", DEFAULT_SHUTDOWN_TIMEOUT_S)),
             queue_size=int(keys.get("python.queueSize", DEFAULT_QUEUE_SIZE)),
+            poll_interval_s=max(0.0, float(keys.get("python.pollIntervalSeconds", DEFAULT_POLL_INTERVAL_S))),
             # unknown keys are warned about here once; the emitter would warn again about the same keys
             emitter_overrides={k: v for k, v in keys.items() if k not in unknown},
             unknown=tuple(unknown),

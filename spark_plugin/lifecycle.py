@@ -9,6 +9,7 @@ threads only ever queue work. Every entry point from Spark or the app goes throu
 from __future__ import annotations
 
 import atexit
+import collections
 import functools
 import logging
 import threading
@@ -19,9 +20,9 @@ from typing import Any
 
 from openlineage.client.facet_v2 import error_message_run, sql_job
 
-from emitter.records import COMPLETE, FAIL, START, Dataset, JobRef, JobType, RunRecord, RunRef
+from emitter.records import COMPLETE, FAIL, RUNNING, START, Dataset, JobRef, JobType, RunRecord, RunRef
 from emitter.run_ids import new_run_id
-from spark_plugin import exit_status
+from spark_plugin import exit_status, host_log
 from spark_plugin.config import PluginConfig
 from spark_plugin.facets import config_job_facets, config_run_facets, engine_facets, without_disabled
 from spark_plugin.guard import Guard
@@ -34,6 +35,14 @@ APPLICATION_JOB_TYPE = JobType("APPLICATION", "SPARK", "NONE")
 #: ``onFailure`` calls that are not executions: Spark 4 reports analysis errors too, the JVM integration
 #: emits nothing for them (no SQL execution ever started).
 NOT_EXECUTIONS = frozenset({"analyze"})
+
+#: Longest wait for Spark to hand over the listener calls of actions that already ran (at stop and exit).
+LISTENER_WAIT_S = 2.0
+#: Longest wait for the spool's lock when spooling at the end (a worker stuck in a spool replay holds it).
+SPOOL_BUDGET_S = 0.15
+#: A delivery (or the emitter's close) taking longer than this at the end means the backend is down or hanging:
+#: what is undelivered goes to the spool at once.
+STALL_S = 0.3
 
 _lock = threading.RLock()
 _live: list[Application] = []
@@ -67,7 +76,12 @@ class Application:
                        **config_run_facets(config)}
         self.job_facets = config_job_facets(config)  # tags, ownership: on the application and every action
         self.listener = QueryListener(self._on_action, self.guard)
-        self.worker = Worker(self._handle, self.guard, config.queue_size)
+        self._poll: Any = None  # the ExecutionPoll, made on the worker's first tick
+        self._poll_session: Any = None  # the JVM session whose SQL status store is polled
+        self._tick_fn = self._tick  # one bound method: the worker's ``current`` while it polls
+        self.worker = Worker(self._handle, self.guard, config.queue_size,
+                             tick=self._tick_fn if config.poll_interval_s > 0 else None,
+                             tick_interval=config.poll_interval_s or 1.0)
         self._emitter: Any = None
         self._emitter_tried = False
         self._sessions: list[Any] = []  # JVM sessions the listener is registered on
@@ -78,6 +92,14 @@ class Application:
         self.context_stopped = False
         self.delivery_counts: Any = None  # the emitter's Counts once closed
         self.started = started
+        # Hand-over between the worker and the end of the application (see _spool_undelivered): the records
+        # of the worker's current item not yet handed to the emitter, and whether the main thread took over.
+        self._handoff = threading.Lock()
+        self._unsent: collections.deque[RunRecord] = collections.deque()
+        self._unsent_for: Any = None
+        self._spooling = False
+        self._delivering_since: float | None = None  # when the worker's current delivery began
+        self.spooled_at_exit = 0
 
     def begin(self) -> None:
         """Queue the application's START (once the listener is in place)."""
@@ -90,33 +112,83 @@ class Application:
                          parent=self.config.parent, root=self.config.root, run_facets={**self.facets, **(extra or {})},
                          job_facets=self.job_facets)
 
+    def _action_job(self, lineage: Any, job_suffix: str | None = None) -> tuple[JobRef, dict[str, Any], JobType]:
+        job = JobRef(self.config.namespace, f"{self.config.app_name}.{job_suffix or lineage.job_suffix}")
+        job_facets = dict(self.job_facets)
+        if lineage.sql:  # dialect "spark" as the JVM integration
+            job_facets["sql"] = sql_job.SQLJobFacet(query=lineage.sql, dialect="spark")
+        return job, job_facets, JobType("SQL_JOB", "SPARK", lineage.processing_type)
+
+    def _action_record(self, event_type: str, when: datetime, lineage: Any, run_id: str,
+                       job_suffix: str | None = None, run_facets: Mapping[str, Any] | None = None,
+                       io_facets: bool = True) -> RunRecord:
+        job, job_facets, job_type = self._action_job(lineage, job_suffix)
+        inputs, outputs = tuple(lineage.inputs), tuple(lineage.outputs)
+        if not io_facets:
+            inputs, outputs = _without_io_facets(inputs), _without_io_facets(outputs)
+        return RunRecord(event_type, when, job=job, run_id=run_id, parent=self.run, root=self.action_root,
+                         job_type=job_type, job_facets=job_facets, inputs=inputs, outputs=outputs,
+                         run_facets=self.facets if run_facets is None else run_facets)
+
     def action_records(self, captured: Captured) -> list[RunRecord]:
-        """START and COMPLETE/FAIL of one action, or nothing when it is not a lineage-bearing action."""
+        """The events of one action at its end: START (unless the execution poll sent it while the action
+        ran), RUNNING when it wrote with statistics (the JVM's event at its Spark job's end), COMPLETE/FAIL;
+        nothing when it is not a lineage-bearing action."""
         from spark_plugin import plan_lineage  # looked up per call: tests swap ``action_lineage``
 
+        tracked = self.guard.call("execution poll", self._poll.take, captured.qe) if self._poll else None
         if captured.failed and captured.func_name in NOT_EXECUTIONS:
             return []
         lineage = self.guard.call("lineage", functools.partial(
             plan_lineage.action_lineage, captured.qe, self.spark_conf, func_name=captured.func_name))
         if lineage is None:
             return []
-        job = JobRef(self.config.namespace, f"{self.config.app_name}.{lineage.job_suffix}")
-        job_facets = dict(self.job_facets)
-        if lineage.sql:  # dialect "spark" as the JVM integration
-            job_facets["sql"] = sql_job.SQLJobFacet(query=lineage.sql, dialect="spark")
-        common: dict[str, Any] = dict(
-            job=job, run_id=new_run_id(captured.start), parent=self.run, root=self.action_root,
-            job_type=JobType("SQL_JOB", "SPARK", lineage.processing_type), job_facets=job_facets,
-        )
+        records = []
+        if tracked is not None and tracked.run_id is not None:
+            run_id, suffix = tracked.run_id, tracked.job_suffix  # the name is fixed per run
+        else:
+            run_id, suffix = new_run_id(captured.start), None
+            records.append(self._action_record(START, captured.start, lineage, run_id, io_facets=False))
+        if any(ds.io_facets for ds in lineage.outputs):
+            records.append(self._action_record(RUNNING, captured.end, lineage, run_id, suffix))
         end_facets = dict(self.facets)
         if captured.failed:
             end_facets["errorMessage"] = self._jvm_error(captured.exception)
-        return [
-            RunRecord(START, captured.start, inputs=_without_io_facets(tuple(lineage.inputs)),
-                      outputs=_without_io_facets(tuple(lineage.outputs)), run_facets=self.facets, **common),
-            RunRecord(FAIL if captured.failed else COMPLETE, captured.end, inputs=lineage.inputs,
-                      outputs=lineage.outputs, run_facets=end_facets, **common),
-        ]
+        records.append(self._action_record(FAIL if captured.failed else COMPLETE, captured.end, lineage, run_id,
+                                           suffix, end_facets))
+        return records
+
+    # ---- the execution poll (worker thread): START and RUNNING while an action runs ------------------------
+
+    def _tick(self) -> None:
+        from spark_plugin import plan_lineage
+
+        if self._poll is None:
+            if self._poll_session is None or self.context_stopped:
+                return
+            from spark_plugin.executions import ExecutionPoll
+
+            self._poll = ExecutionPoll(self._poll_session, self.sc._jvm, self.config.poll_interval_s)
+        new, progressed = self._poll.poll()
+        if not new and not progressed:
+            return
+        records = []
+        for tracked in new:
+            try:  # strict: a plan not fully readable yet (a table created by this very action) waits for the end
+                lineage = plan_lineage.action_lineage(tracked.qe, self.spark_conf, strict=True)
+            except Exception:  # noqa: BLE001 - reported at the end instead, as a short action is
+                continue
+            if lineage is None:
+                tracked.ignored = True
+                continue
+            tracked.run_id, tracked.job_suffix, tracked.lineage = new_run_id(tracked.submitted), lineage.job_suffix, lineage
+            records.append(self._action_record(START, tracked.submitted, lineage, tracked.run_id, io_facets=False))
+        now = datetime.now(timezone.utc)
+        for tracked in progressed:
+            if tracked.run_id is not None:
+                records.append(self._action_record(RUNNING, now, tracked.lineage, tracked.run_id, io_facets=False))
+        if records and self._get_emitter() is not None:
+            self._deliver([without_disabled(r, self.config.disabled_facets) for r in records], self._tick_fn)
 
     def _jvm_error(self, exception: Any) -> error_message_run.ErrorMessageRunFacet:
         utils = self.sc._jvm.org.apache.spark.util.Utils
@@ -137,22 +209,119 @@ class Application:
         emitter = self._get_emitter()
         if emitter is None:  # no usable transport (already warned): lineage work would be wasted
             return
-        for record in self.action_records(item) if isinstance(item, Captured) else [item]:
-            emitter.emit(without_disabled(record, self.config.disabled_facets))
+        self._deliver(self._records_of(item), item)
+
+    def _deliver(self, records: list[RunRecord], item: Any) -> None:
+        """Hand ``records`` (made from the worker's current ``item``) to the emitter one by one, unless the
+        end of the application took them over for the spool."""
+        emitter = self._emitter
+        with self._handoff:
+            if self._spooling:  # the application ended meanwhile: the main thread spools this item
+                return
+            self._unsent = collections.deque(records)
+            self._unsent_for = item
+        while True:
+            with self._handoff:
+                if self._spooling or not self._unsent:
+                    return
+                record = self._unsent[0]
+            self._delivering_since = time.monotonic()
+            try:
+                emitter.emit(record)  # may block on a hanging backend: the end of the app does not wait for it
+            finally:
+                self._delivering_since = None
+            with self._handoff:
+                if self._unsent and self._unsent[0] is record:
+                    self._unsent.popleft()
+
+    def _records_of(self, item: Any) -> list[RunRecord]:
+        records = self.action_records(item) if isinstance(item, Captured) else [item]
+        return [without_disabled(record, self.config.disabled_facets) for record in records]
 
     def _get_emitter(self) -> Any:
         # Built on the worker: building it may replay a spool over the network.
         if not self._emitter_tried:
             self._emitter_tried = True
-            from emitter import Emitter
-
-            self._emitter = self.guard.call("emitter setup", Emitter.from_config, self.config.emitter_overrides)
+            self._emitter = self.guard.call("emitter setup", self._new_emitter)
         return self._emitter
+
+    def _new_emitter(self) -> Any:
+        from emitter import Emitter
+        from emitter.config import load_config
+
+        config = load_config(self.config.emitter_overrides)
+        host_log.quiet_file_announcement(config.transport, config.source)
+        self._delivering_since = time.monotonic()  # building it replays the spool over the network
+        try:
+            return Emitter(config)
+        finally:
+            self._delivering_since = None
+
+    def _spool(self) -> Any:
+        """The emitter's spool (or, when the emitter was never built, the configured one)."""
+        if self._emitter is not None:
+            return self._emitter.spool
+        from emitter.config import load_config
+
+        from spark_plugin.exit_spool import make_spool
+
+        return make_spool(load_config(self.config.emitter_overrides))
+
+    def _settle(self, timeout: float) -> bool:
+        """Let the worker finish what is queued, for at most ``timeout``, and spool whatever it has not
+        delivered as soon as one delivery stalls longer than :data:`STALL_S`. True when all was delivered."""
+        deadline = time.monotonic() + timeout
+        while not self.worker.drain(min(0.05, max(0.0, deadline - time.monotonic()))):
+            now = time.monotonic()
+            since = self._delivering_since
+            if now >= deadline or (since is not None and now - since > STALL_S):
+                self._spool_undelivered(time.monotonic() + SPOOL_BUDGET_S)
+                return False
+        return True
+
+    def _spool_undelivered(self, deadline: float, extra: tuple[RunRecord, ...] = ()) -> None:
+        """Take every item the worker has not delivered (its queue, the rest of its current item) and
+        write their events to the spool now: nothing waits for a stuck backend, nothing is dropped."""
+        with self._handoff:
+            first_time = not self._spooling
+            self._spooling = True
+            items = self.worker.take_remaining()
+            current = self.worker.current
+            unsent = list(self._unsent) if current is not None and self._unsent_for is current else None
+            self._unsent.clear()
+        records: list[RunRecord] = []
+        if unsent is not None:
+            records += unsent
+        elif current is not None and not callable(current):
+            records += self.guard.call("lineage", self._records_of, current) or []
+        for item in items:
+            if not callable(item):
+                records += self.guard.call("lineage", self._records_of, item) or []
+        records += [without_disabled(r, self.config.disabled_facets) for r in extra]
+        from spark_plugin.exit_spool import emitter_backlog, spool_records
+
+        # what the emitter itself holds (its delivery may work on other threads): before ours, in order
+        held, pending = emitter_backlog(self._emitter) if self._emitter is not None else ([], [])
+        if not (records or held or pending) or self.config_disabled():
+            return
+        spool = self._spool()
+        spooled, dropped = spool_records(spool, [*held, *records], deadline, pending)
+        self.spooled_at_exit += spooled
+        if first_time:
+            log.warning("lineage capture: the backend did not take the last lineage events in time; %d went to the "
+                        "spool %s (delivered by `emitter replay` or the next run)%s", spooled, spool.events_path,
+                        f", {dropped} could not be kept" if dropped else "")
+
+    def config_disabled(self) -> bool:
+        return self._emitter_tried and self._emitter is None  # no usable transport: nothing would be delivered
 
     def _close_emitter(self) -> None:
         if self._emitter is not None:
-            counts = self._emitter.close()
-            self.delivery_counts = counts
+            self._delivering_since = time.monotonic()
+            try:
+                self.delivery_counts = self._emitter.close()
+            finally:
+                self._delivering_since = None
 
     # ---- sessions and stop -------------------------------------------------------------------------------
 
@@ -168,6 +337,8 @@ class Application:
             self._proxy = JvmProxy(self.sc._gateway, self.listener)
         self._proxy.call(jsession.listenerManager(), "register")
         self._sessions.append(jsession)
+        if self._poll_session is None:
+            self._poll_session = jsession
 
     def hook_stop(self) -> None:
         """Make ``sc.stop()`` (which ``SparkSession.stop()`` calls) end the application run first."""
@@ -200,9 +371,9 @@ class Application:
         if outcome is not None:
             self.finish(outcome)
             return
-        deadline = time.monotonic() + self.config.shutdown_timeout_s
-        self._wait_for_listener_calls(deadline)
-        self.worker.drain(max(0.0, deadline - time.monotonic()))
+        self._wait_for_listener_calls(time.monotonic() + LISTENER_WAIT_S)
+        # the plans of queued actions are read while the context lives; what is undelivered goes to the spool
+        self._settle(self.config.shutdown_timeout_s)
         self.context_stopped = True
 
     def finish(self, outcome: exit_status.Outcome) -> None:
@@ -211,25 +382,24 @@ class Application:
             if self.finished:
                 return
             self.finished = True
-        deadline = time.monotonic() + self.config.shutdown_timeout_s
-        self._wait_for_listener_calls(deadline)
+        self._wait_for_listener_calls(time.monotonic() + LISTENER_WAIT_S)
         self.listener.active = False
         extra: dict[str, Any] = {}
         if outcome.failed:
             extra["errorMessage"] = error_message_run.ErrorMessageRunFacet(
                 message=outcome.message, programmingLanguage="PYTHON", stackTrace=outcome.stack_trace)
-        self.worker.submit(self._app_record(FAIL if outcome.failed else COMPLETE, datetime.now(timezone.utc), extra),
-                           always=True)
-        self.worker.submit(self._close_emitter, always=True)
-        if not self.worker.drain(max(0.0, deadline - time.monotonic())):
-            log.warning("lineage capture: delivery did not finish within %.1fs (backend slow or down?); "
-                        "%d queued lineage items dropped, 1 in flight", self.config.shutdown_timeout_s,
-                        self.worker.pending())
+        terminal = self._app_record(FAIL if outcome.failed else COMPLETE, datetime.now(timezone.utc), extra)
+        if self.worker.closed:  # the worker was stuck at stop: its items are spooled already
+            self._spool_undelivered(time.monotonic() + SPOOL_BUDGET_S, (terminal,))
+        else:
+            self.worker.submit(terminal, always=True)
+            self.worker.submit(self._close_emitter, always=True)
+            self._settle(self.config.shutdown_timeout_s)
         if self.worker.dropped:
             log.warning("lineage capture: lineage of %d actions was dropped (queue full)", self.worker.dropped)
         self._unregister()
         self._unhook_stop()
-        self.worker.stop(0.5)
+        self.worker.stop(0.0 if self.worker.closed else 0.5)
         with _lock:
             if self in _live:
                 _live.remove(self)
@@ -273,6 +443,7 @@ def _start(spark: Any, conf: Mapping[str, str] | None) -> Application | None:
         if config.disabled:
             log.info("lineage capture disabled by spark.openlineage.disabled / OPENLINEAGE_DISABLED")
             return None
+        host_log.install(sc._jvm)  # before the first warning: they go where Spark's go
         config.warn_unknown()
         app = Application(sc, spark_conf, config)
         app.add_session(spark)
@@ -311,6 +482,7 @@ def uninstrument() -> None:
     with _lock:
         if not _live:
             exit_status.uninstall()
+            host_log.uninstall()
 
 
 def applications() -> list[Application]:

@@ -78,14 +78,15 @@ class ActionLineage:
     processing_type: str  # BATCH or STREAMING
 
 
-def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "") -> ActionLineage | None:
+def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "",
+                   strict: bool = False) -> ActionLineage | None:
     """Lineage of the action behind ``qe`` (a py4j ``QueryExecution``), or None if the JVM
     integration would not emit it (see :data:`FILTERED_ROOTS`).
 
     ``spark_conf`` is the flat Spark conf; read here: ``spark.openlineage.jobName.appendDatasetName``,
     ``jobName.replaceDotWithUnderscore``, ``dataset.removePath.pattern``, ``facets.<name>.disabled``.
-    A relation or command whose details cannot be read is logged and skipped; py4j errors on the
-    plan itself (a dead JVM) propagate.
+    A relation or command whose details cannot be read is logged and skipped (``strict``: raises, for a
+    plan read while its action still runs); py4j errors on the plan itself (a dead JVM) propagate.
     """
     jplan = qe.optimizedPlan()
     try:
@@ -103,10 +104,10 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
     if _flag(spark_conf, "jobName.replaceDotWithUnderscore", False):
         command = command.replace(".", "_")
 
-    outputs = _safe(OUTPUT_HANDLERS.get(root.name), ctx, root) if root.name in OUTPUT_HANDLERS else []
+    outputs = _safe(OUTPUT_HANDLERS.get(root.name), ctx, root, strict) if root.name in OUTPUT_HANDLERS else []
     inputs: list[RawDataset] = []
     for node in _input_nodes(root):
-        inputs.extend(_safe(INPUT_HANDLERS[node.name], ctx, node))
+        inputs.extend(_safe(INPUT_HANDLERS[node.name], ctx, node, strict))
 
     suffix = next((o.suffix for o in outputs if o.suffix), None)
     job_suffix = command
@@ -135,10 +136,12 @@ def _input_nodes(root: PlanNode) -> list[PlanNode]:
     return [node for tree in trees for node in plan_tree.walk(tree) if node.name in INPUT_HANDLERS]
 
 
-def _safe(handler: Any, ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
+def _safe(handler: Any, ctx: PlanContext, node: PlanNode, strict: bool = False) -> list[RawDataset]:
     try:
         return list(handler(ctx, node))
     except Exception:  # one unreadable relation must not lose the action's other datasets
+        if strict:
+            raise
         log.warning("cannot read the datasets of %s", node.cls, exc_info=True)
         return []
 

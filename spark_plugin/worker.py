@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,13 +36,23 @@ class Worker:
     """
 
     def __init__(self, handle: Callable[[Any], object], guard: Guard, queue_size: int,
-                 name: str = "lineage-capture-worker") -> None:
+                 name: str = "lineage-capture-worker", tick: Callable[[], object] | None = None,
+                 tick_interval: float = 1.0) -> None:
         self._handle = handle
+        #: called on the worker about every ``tick_interval`` seconds, between items (the execution poll)
+        self._tick = tick
+        self._tick_interval = tick_interval
+        self._next_tick = 0.0
         self._guard = guard
         self._items: collections.deque[Any] = collections.deque()
         self._max_items = max(1, queue_size)
         self._wake = threading.Event()
+        self._hand = threading.Lock()  # taking an item and closing the queue exclude each other
         self.dropped = 0
+        #: the item being handled (None between items); read by :meth:`take_remaining`'s caller
+        self.current: Any = None
+        #: set by :meth:`take_remaining`: the worker takes no further item
+        self.closed = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -50,7 +61,7 @@ class Worker:
 
         ``always`` skips the bound, for the few items that must not be lost to a burst of actions
         (the application's own START and terminal event)."""
-        if not self._thread.is_alive():
+        if self.closed or not self._thread.is_alive():
             self._count_drop("the lineage worker has stopped")
             return False
         if not always and len(self._items) >= self._max_items:
@@ -72,22 +83,44 @@ class Worker:
 
     def _run(self) -> None:
         while True:
-            self._wake.wait()
+            self._wake.wait(self._tick_interval if self._tick is not None else None)
             self._wake.clear()  # before draining: an item appended from now on sets it again
-            while self._items:
-                item = self._items.popleft()
+            self._maybe_tick()
+            while self._items and not self.closed:
+                with self._hand:
+                    if self.closed or not self._items:
+                        break
+                    item = self._items.popleft()
+                    if not isinstance(item, _Barrier) and item is not _STOP:
+                        self.current = item
                 if item is _STOP:
                     return
                 if isinstance(item, _Barrier):
                     item.reached.set()
                     continue
                 self._guard.call("worker", self._handle, item)
-                item = None  # release py4j proxies (QueryExecution, exception) before waiting again
+                self.current = item = None  # release py4j proxies (QueryExecution, exception) before waiting
+                self._maybe_tick()
+            if self.closed:
+                return
+
+    def _maybe_tick(self) -> None:
+        if self._tick is None or self.closed:
+            return
+        now = time.monotonic()
+        if now >= self._next_tick:
+            self._next_tick = now + self._tick_interval
+            with self._hand:
+                if self.closed:
+                    return
+                self.current = self._tick
+            self._guard.call("execution poll", self._tick)
+            self.current = None
 
     def drain(self, timeout: float) -> bool:
         """Wait until everything submitted before this call is handled; False if ``timeout`` ran out."""
-        if not self._thread.is_alive():
-            return not self._items
+        if self.closed or not self._thread.is_alive():
+            return not self._items and self.current is None
         barrier = _Barrier()
         self._enqueue(barrier)  # control items are never refused: they cost nothing to hold
         return barrier.reached.wait(max(0.0, timeout))
@@ -98,6 +131,21 @@ class Worker:
             return
         self._enqueue(_STOP)
         self._thread.join(timeout)
+
+    def take_remaining(self) -> list[Any]:
+        """Close the queue and return the work items nobody handled yet, oldest first (control items are
+        released, not returned). The item in hand (:attr:`current`) stays the worker's."""
+        taken = []
+        with self._hand:
+            self.closed = True
+            while self._items:
+                item = self._items.popleft()
+                if isinstance(item, _Barrier):
+                    item.reached.set()
+                elif item is not _STOP:
+                    taken.append(item)
+        self._enqueue(_STOP)  # lets an idle worker end; a busy one ends after its item
+        return taken
 
     def pending(self) -> int:
         """Work items still queued (approximate; control items not counted)."""

@@ -52,7 +52,8 @@ def run_captured(spark: Any, workdir: str, action: Callable[[Any, str], None],
                  conf: dict[str, str] | None = None) -> tuple[list[dict], Any]:
     """Instrument with a file transport, run ``action``, uninstrument; the validated events and the app."""
     events_file = Path(workdir) / "events.jsonl"
-    conf = dict(conf or {})
+    # no execution poll unless asked: an action longer than its interval would add START/RUNNING events early
+    conf = {"spark.openlineage.python.pollIntervalSeconds": "0", **(conf or {})}
     if "spark.openlineage.transport.type" not in conf:
         conf.update({"spark.openlineage.transport.type": "file",
                      "spark.openlineage.transport.location": str(events_file)})
@@ -65,6 +66,19 @@ def run_captured(spark: Any, workdir: str, action: Callable[[Any, str], None],
     for event in events:
         assert_valid_event(event)
     return events, app
+
+
+def spooled_events(state_dir: Path) -> list[dict]:
+    """The events waiting in the spool(s) under ``state_dir``, oldest first: one spool per destination
+    (``spool/<destination>/events.jsonl``) or one for all (``spool/events.jsonl``); lines are bare JSON or
+    ``<crc32> <JSON>`` records."""
+    events = []
+    for path in sorted((state_dir / "spool").rglob("events.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                head, _, rest = line.partition(" ")
+                events.append(json.loads(rest if len(head) == 8 and not head.startswith("{") else line))
+    return events
 
 
 def kinds(events: list[dict]) -> list[tuple[str, str]]:
@@ -81,15 +95,17 @@ def parent_of(event: dict) -> tuple | None:
 
 # (id, extra conf, action, expected (eventType, job name) in delivery order)
 SCENARIOS = [
+    # RUNNING: the JVM's event at the end of the write's Spark job, with its output statistics
     ("write", {}, write_orders,
-     [("START", APP), ("START", WRITE_JOB), ("COMPLETE", WRITE_JOB), ("COMPLETE", APP)]),
+     [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("COMPLETE", WRITE_JOB), ("COMPLETE", APP)]),
     ("pure_read_not_emitted", {}, count_only, [("START", APP), ("COMPLETE", APP)]),
     ("action_fails", {}, failing_write,
-     [("START", APP), ("START", WRITE_JOB), ("FAIL", WRITE_JOB), ("COMPLETE", APP)]),
+     [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("FAIL", WRITE_JOB), ("COMPLETE", APP)]),
     ("analysis_error_not_emitted", {}, analysis_error, [("START", APP), ("COMPLETE", APP)]),
     ("namespace_and_app_name", {"spark.openlineage.namespace": "team-a", "spark.openlineage.appName": "NightlyLoad"},
      write_orders,
      [("START", "nightly_load"), ("START", "nightly_load.execute_insert_into_hadoop_fs_relation_command.lake_orders"),
+      ("RUNNING", "nightly_load.execute_insert_into_hadoop_fs_relation_command.lake_orders"),
       ("COMPLETE", "nightly_load.execute_insert_into_hadoop_fs_relation_command.lake_orders"),
       ("COMPLETE", "nightly_load")]),
 ]
@@ -117,10 +133,46 @@ def test_event_sequence(spark, workdir, name, conf, action, expected):
             assert parent_of(event) == (namespace, app_job, app_run, namespace, app_job, app_run)
     actions = [e for e in events if e["job"]["name"] != events[0]["job"]["name"]]
     if actions:
-        start, end = actions
-        assert start["run"]["runId"] == end["run"]["runId"] != app_run
+        start, *_, end = actions
+        assert {e["run"]["runId"] for e in actions} == {start["run"]["runId"]} != {app_run}
         assert start["eventTime"] <= end["eventTime"]
         assert start["outputs"][0]["name"] == f"{workdir}/lake/orders"
+
+
+def slow_write(spark: Any, workdir: str) -> None:
+    """A write whose two tasks each sleep 2.5 s in the JVM (no Python worker)."""
+    spark.range(0, 2, 1, 2).selectExpr("id", "reflect('java.lang.Thread', 'sleep', CAST(2500 AS BIGINT)) AS s") \
+        .write.mode("overwrite").parquet(f"{workdir}/lake/orders")
+
+
+def test_start_and_running_while_the_action_runs(spark, workdir):
+    """The execution poll: a long write's START is delivered while it runs (at its submission time), then
+    RUNNING once its Spark job started; the end reuses the run (one run id, one job name)."""
+    seen_while_running = []
+
+    def watched(spark: Any, workdir: str) -> None:
+        import threading
+
+        def peek() -> None:
+            time.sleep(2.0)  # mid-write: what reached the file by now
+            path = Path(workdir) / "events.jsonl"
+            seen_while_running.extend(kinds(read_events(path)) if path.exists() else [])
+
+        peeker = threading.Thread(target=peek)
+        peeker.start()
+        slow_write(spark, workdir)
+        peeker.join()
+
+    events, _ = run_captured(spark, workdir, watched, {"spark.openlineage.python.pollIntervalSeconds": "0.5"})
+    assert ("START", WRITE_JOB) in seen_while_running
+    assert ("COMPLETE", WRITE_JOB) not in seen_while_running
+    actions = [e for e in events if e["job"]["name"] == WRITE_JOB]
+    assert [e["eventType"] for e in actions][0] == "START"
+    assert [e["eventType"] for e in actions][-1] == "COMPLETE"
+    assert set(e["eventType"] for e in actions[1:-1]) == {"RUNNING"}
+    assert len({e["run"]["runId"] for e in actions}) == 1
+    assert actions[0]["outputs"][0]["name"] == f"{workdir}/lake/orders"
+    assert "outputStatistics" in actions[-1]["outputs"][0]["outputFacets"]
 
 
 def test_failed_action_carries_the_jvm_error(spark, workdir):
@@ -140,8 +192,9 @@ def test_sql_facet_on_actions_from_spark_sql(spark, workdir):
         events, _ = run_captured(spark, workdir, lambda spark, workdir: spark.sql(query))
     finally:
         spark.sql("DROP TABLE sql_facet_t")
-    assert kinds(events) == [("START", APP), ("START", WRITE_JOB), ("COMPLETE", WRITE_JOB), ("COMPLETE", APP)]
-    assert [e["job"]["facets"].get("sql", {}).get("query") for e in events] == [None, query, query, None]
+    assert kinds(events) == [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("COMPLETE", WRITE_JOB),
+                             ("COMPLETE", APP)]
+    assert [e["job"]["facets"].get("sql", {}).get("query") for e in events] == [None, query, query, query, None]
     assert events[1]["job"]["facets"]["sql"]["dialect"] == "spark"  # as the JVM integration
 
 
@@ -164,12 +217,12 @@ PARENTS = [
 @pytest.mark.parametrize("name,conf,app_parent,action_root", PARENTS, ids=[p[0] for p in PARENTS])
 def test_parent_and_root(spark, workdir, name, conf, app_parent, action_root):
     events, _ = run_captured(spark, workdir, write_orders, conf)
-    assert len(events) == 4
-    app_start, action_start, action_end, app_end = events
+    assert len(events) == 5
+    app_start, *actions, app_end = events
     assert parent_of(app_start) == parent_of(app_end) == app_parent
     app_run = app_start["run"]["runId"]
     expected_root = ("default", APP, app_run) if action_root == "app" else action_root
-    assert parent_of(action_start) == parent_of(action_end) == ("default", APP, app_run, *expected_root)
+    assert {parent_of(e) for e in actions} == {("default", APP, app_run, *expected_root)}
 
 
 # (id, extra conf, run facets expected on every event)
@@ -185,7 +238,7 @@ FACET_CONF = [
 @pytest.mark.parametrize("name,conf,expected", FACET_CONF, ids=[f[0] for f in FACET_CONF])
 def test_disabled_facets(spark, workdir, name, conf, expected):
     events, _ = run_captured(spark, workdir, write_orders, conf)
-    assert [set(e["run"]["facets"]) - {"parent"} for e in events] == [expected] * 4
+    assert [set(e["run"]["facets"]) - {"parent"} for e in events] == [expected] * 5
 
 
 def test_captured_properties(spark, workdir):
@@ -211,7 +264,7 @@ TAGGED = [
 @pytest.mark.parametrize("name,conf,job_tags,run_tags,owners", TAGGED, ids=[t[0] for t in TAGGED])
 def test_tags_and_ownership_on_every_event(spark, workdir, name, conf, job_tags, run_tags, owners):
     events, _ = run_captured(spark, workdir, write_orders, conf)
-    assert len(events) == 4  # application START/COMPLETE and the write's START/COMPLETE
+    assert len(events) == 5  # application START/COMPLETE and the write's START/RUNNING/COMPLETE
     for event in events:
         assert event["job"]["facets"].get("tags", {}).get("tags") == job_tags
         assert event["run"]["facets"].get("tags", {}).get("tags") == run_tags
@@ -254,8 +307,8 @@ def test_instrument_is_idempotent(spark, workdir):
     finally:
         spark_plugin.uninstrument()
         spark_plugin.uninstrument()
-    assert kinds(read_events(events_file)) == [("START", APP), ("START", WRITE_JOB), ("COMPLETE", WRITE_JOB),
-                                              ("COMPLETE", APP)]
+    assert kinds(read_events(events_file)) == [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB),
+                                              ("COMPLETE", WRITE_JOB), ("COMPLETE", APP)]
     assert lifecycle.applications() == []
 
 
@@ -288,14 +341,15 @@ def test_backend_refusing_connections_spools(spark, workdir, isolated_lineage_en
         "spark.openlineage.transport.retry.total": "0"})  # openlineage-python's default retries take ~9s
     assert time.monotonic() - began < 30
     assert events == []  # nothing reached a file: it all went to the spool
-    assert (app.delivery_counts.delivered, app.delivery_counts.spooled, app.delivery_counts.dropped) == (0, 4, 0)
-    spooled = read_events(isolated_lineage_env / "spool" / "events.jsonl")
-    assert kinds(spooled) == [("START", APP), ("START", WRITE_JOB), ("COMPLETE", WRITE_JOB), ("COMPLETE", APP)]
+    assert (app.delivery_counts.delivered, app.delivery_counts.spooled, app.delivery_counts.dropped) == (0, 5, 0)
+    spooled = spooled_events(isolated_lineage_env)
+    assert kinds(spooled) == [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("COMPLETE", WRITE_JOB),
+                              ("COMPLETE", APP)]
 
 
 def test_silent_backend_cannot_hold_the_app(spark, workdir, caplog):
-    # A backend that accepts connections and never answers: delivery blocks on the worker only, and
-    # uninstrument() gives up after python.shutdownTimeoutSeconds.
+    # A backend that accepts connections and never answers: delivery blocks on the worker only;
+    # uninstrument() waits python.shutdownTimeoutSeconds, then spools what is undelivered at once.
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(16)
@@ -309,7 +363,9 @@ def test_silent_backend_cannot_hold_the_app(spark, workdir, caplog):
                 "spark.openlineage.python.shutdownTimeoutSeconds": "1"})
         elapsed = time.monotonic() - began
     assert elapsed < 15, elapsed
-    assert any("delivery did not finish within 1.0s" in r.getMessage() for r in caplog.records)
+    assert any("the backend did not take the last lineage events in time" in r.getMessage()
+               for r in caplog.records)
+    assert app.spooled_at_exit >= 3  # the app's COMPLETE and the write's START/COMPLETE, maybe its START too
 
 
 def test_uninstrument_unregisters_the_listener(spark, workdir):

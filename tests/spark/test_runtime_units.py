@@ -57,8 +57,9 @@ CONFIGS = [
           owners=(("person", "John Smith"), ("team", "MyTeam")), unknown=())),
     ("no_tags_no_owners", {}, {}, dict(job_tags=(), run_tags=(), owners=())),
     ("unknown_keys", {P + "nmespace": "x", P + "transport.type": "http", P + "transport.auth.apiKey": "k",
-                      P + "jobName.appendDatasetName": "false", P + "debugFacet": "enabled"}, {},
-     dict(unknown=("debugFacet", "nmespace"))),
+                      P + "jobName.appendDatasetName": "false", P + "debugFacet": "enabled",
+                      P + "columnLineage.datasetLineageEnabled": "true", P + "python.enabeld": "true"}, {},
+     dict(unknown=("nmespace", "python.enabeld"))),  # the JVM's own keys are accepted silently
 ]
 
 

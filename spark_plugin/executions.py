@@ -1,0 +1,113 @@
+"""Running SQL executions, seen from the worker thread by polling Spark's SQL status store.
+
+Python cannot register a ``SparkListener`` without a jar (``SparkListenerInterface`` would get a py4j call
+for every task event, on Spark's listener thread), and the ``QueryExecutionListener`` only fires when an
+action ends. So the worker asks the session's ``SQLAppStatusStore`` about the next execution ids about once
+a second (one py4j call, ~0.6 ms, when nothing new started): an execution still running gets its START from
+the ``QueryExecution`` Spark keeps for it (``SQLExecution.getQueryExecution``), then a RUNNING event each time
+a poll sees it has started more Spark jobs; its end still comes from the listener, which reuses the run.
+
+Executions shorter than a poll interval are reported at their end only, as before (START and COMPLETE
+together): the early START is for actions long enough to be watched in a lineage UI.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import attrs
+
+
+@attrs.define
+class Tracked:
+    """A running execution whose START may have been sent."""
+
+    execution_id: int
+    qe: Any  # py4j proxy of its QueryExecution
+    qe_id: int | None  # QueryExecution.id (Spark 3.4+), to match the listener's QueryExecution
+    submitted: datetime
+    jobs: int = 0
+    #: set once its START was emitted: (run id, job name suffix) reused by its RUNNING and terminal events
+    run_id: str | None = None
+    job_suffix: str | None = None
+    lineage: Any = None
+    ignored: bool = False  # an action the JVM integration does not emit
+    attempts: int = 0
+
+
+class ExecutionPoll:
+    """Which executions started since the last poll, and which of the watched ones started new jobs."""
+
+    MAX_NEW_PER_POLL = 50  # a burst of tiny actions is reported by the listener alone
+    MAX_START_ATTEMPTS = 3  # a plan that cannot be read while running waits for the end
+
+    def __init__(self, jsession: Any, jvm: Any, min_age_s: float) -> None:
+        self._store = jsession.sharedState().statusStore()
+        self._sql_execution = jvm.org.apache.spark.sql.execution.SQLExecution
+        self._min_age_s = min_age_s
+        self._next: int | None = None
+        self.watched: dict[int, Tracked] = {}
+
+    def _first_id(self) -> int:
+        count = self._store.executionsCount()
+        if count <= 0:
+            return 0
+        last = self._store.executionsList(count - 1, 1)
+        return int(last.apply(0).executionId()) + 1 if last.size() else 0
+
+    def poll(self) -> tuple[list[Tracked], list[Tracked]]:
+        """(newly seen running executions old enough to report, watched ones that started new jobs)."""
+        if self._next is None:
+            self._next = self._first_id()  # executions before the plugin came are not ours to start
+        now = datetime.now(timezone.utc)
+        new: list[Tracked] = []
+        for _ in range(self.MAX_NEW_PER_POLL):
+            found = self._store.execution(self._next)
+            if not found.isDefined():
+                break
+            data = found.get()
+            execution_id = self._next
+            if data.completionTime().isDefined():
+                self._next += 1
+                continue
+            submitted = datetime.fromtimestamp(data.submissionTime() / 1000.0, tz=timezone.utc)
+            if (now - submitted).total_seconds() < self._min_age_s:
+                break  # look again next time: it may well end before and be reported by the listener alone
+            self._next += 1
+            qe = self._sql_execution.getQueryExecution(execution_id)
+            if qe is None:
+                continue
+            try:
+                qe_id = int(qe.id())
+            except Exception:  # Spark < 3.4: matched by equals() instead
+                qe_id = None
+            tracked = Tracked(execution_id, qe, qe_id, submitted, jobs=int(data.jobs().size()))
+            self.watched[execution_id] = tracked
+            new.append(tracked)
+        progressed: list[Tracked] = []
+        for execution_id, tracked in list(self.watched.items()):
+            if any(t is tracked for t in new):
+                continue
+            found = self._store.execution(execution_id)
+            if not found.isDefined() or found.get().completionTime().isDefined():
+                continue  # ended: the listener's call (queued or coming) reports it, and forgets it
+            jobs = int(found.get().jobs().size())
+            if jobs > tracked.jobs:
+                tracked.jobs = jobs
+                progressed.append(tracked)
+        return new, progressed
+
+    def take(self, qe: Any) -> Tracked | None:
+        """The watched execution of the listener's ``qe``, forgotten from now on; None when not watched."""
+        if not self.watched:
+            return None
+        try:
+            qe_id = int(qe.id())
+        except Exception:
+            qe_id = None
+        for execution_id, tracked in self.watched.items():
+            same = tracked.qe_id == qe_id if qe_id is not None and tracked.qe_id is not None else tracked.qe.equals(qe)
+            if same:
+                del self.watched[execution_id]
+                return tracked
+        return None

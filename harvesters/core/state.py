@@ -88,6 +88,150 @@ def closing_clock(now: datetime, until: datetime | None) -> datetime:
     return until if until is not None and until < now else now
 
 
+# ---- what a state file may hold ------------------------------------------------------------------------
+#
+# A state file is JSON a person may have edited (or another version written): every key the sources read back
+# is checked here, before anything uses it, so a wrong type is a StateError naming the field (exit code 2), not
+# a traceback halfway through a harvest. A schema is: a type (int, str, bool), TIME (an ISO 8601 string with
+# its UTC offset), Opt(schema) (null allowed), ListOf(schema), MapOf(schema) (an object with any keys),
+# Fixed(schema, ...) (a list of that many values) or Record({key: schema}, required=(...)). Keys not listed
+# are not checked (a newer harvester may add some; the version number guards real changes).
+
+
+@attrs.frozen
+class Opt:
+    schema: Any
+
+
+@attrs.frozen
+class ListOf:
+    schema: Any
+
+
+@attrs.frozen
+class MapOf:
+    schema: Any
+
+
+@attrs.frozen
+class Fixed:
+    schemas: tuple[Any, ...]
+
+
+@attrs.frozen
+class Record:
+    fields: Mapping[str, Any]
+    required: tuple[str, ...] = ()
+
+
+TIME = "an ISO 8601 time with its UTC offset"
+_JOB = Fixed((str, str))  # [namespace, name]
+_RUN = Opt(Fixed((str, str, str)))  # [namespace, name, run id]
+#: An open task run (:meth:`harvesters.core.tasks.TaskRun.to_json`).
+OPEN_RUN = Record(
+    {"job": _JOB, "run_id": str, "host": str, "session": str, "start": TIME, "last_end": TIME, "parent": _RUN,
+     "root": _RUN, "parent_id": Opt(str), "inputs": ListOf(Fixed((str, str))), "outputs": ListOf(Fixed((str, str))),
+     "temps": MapOf(ListOf(str)), "children": int, "started": bool,
+     "modules": MapOf(Record({"job": _JOB, "run_id": str, "start": TIME, "last_end": TIME, "failed": bool,
+                              "caller": _RUN}, required=("job", "run_id", "start", "last_end")))},
+    required=("job", "run_id", "host", "session", "start", "last_end"))
+#: Every key a source reads back from its state, and its schema.
+STATE_SCHEMA = Record({
+    "version": int,
+    "source": str,
+    "open_runs": ListOf(OPEN_RUN),
+    # SQL Server: XML files' positions, the live event_file position or ring buffer watermark, the activities
+    # whose containers are still to come, the errors still waiting for their statement
+    "files": MapOf(Record({"offset": int, "head_len": int, "head": str}, required=("offset",))),
+    "event_file": Record({"file": Opt(str), "offset": Opt(int), "partial_file": Opt(str),
+                          "partial_offset": Opt(int), "done": int}),
+    "ring_buffer": Record({"time": Opt(TIME), "keys": ListOf(str)}),
+    "covered_activities": ListOf(str),
+    "pending_errors": ListOf(Fixed((str, TIME, str))),
+    # Snowflake: the last window's end, the QUERY_IDs harvested inside the next window's overlap
+    "window_end": TIME,
+    "seen": MapOf(TIME),
+})
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int  # bool is an int subclass: true is not an offset
+
+
+def _is_time(value: Any) -> bool:
+    if type(value) is not str:
+        return False
+    try:
+        return datetime.fromisoformat(value.strip().replace("Z", "+00:00")).tzinfo is not None
+    except ValueError:
+        return False
+
+
+def _describe(schema: Any) -> str:
+    if schema is TIME:
+        return TIME
+    if isinstance(schema, Opt):
+        return f"{_describe(schema.schema)} or null"
+    if isinstance(schema, (ListOf, Fixed)):
+        return "a list" if isinstance(schema, ListOf) else f"a list of {len(schema.schemas)} values"
+    if isinstance(schema, (MapOf, Record)):
+        return "an object"
+    return {int: "an integer", str: "a string", bool: "true or false"}[schema]
+
+
+def _problem(value: Any, schema: Any, where: str) -> str | None:
+    """Where ``value`` breaks ``schema`` (the first place found), or None."""
+    if isinstance(schema, Opt):
+        if value is None:
+            return None
+        inner = _problem(value, schema.schema, where)
+        said = f"{where} must be {_describe(schema.schema)},"
+        return f"{where} must be {_describe(schema)},{inner[len(said):]}" if inner and inner.startswith(said) \
+            else inner
+    wrong = f"{where} must be {_describe(schema)}, not {json.dumps(value)[:60]}"
+    if schema is TIME:
+        return None if _is_time(value) else wrong
+    if schema is int:
+        return None if _is_int(value) else wrong
+    if schema in (str, bool):
+        return None if type(value) is schema else wrong
+    if isinstance(schema, (ListOf, Fixed)):
+        if type(value) is not list or (isinstance(schema, Fixed) and len(value) != len(schema.schemas)):
+            return wrong
+        schemas = schema.schemas if isinstance(schema, Fixed) else [schema.schema] * len(value)
+        return next((p for i, (v, s) in enumerate(zip(value, schemas)) if (p := _problem(v, s, f"{where}[{i}]"))),
+                    None)
+    if type(value) is not dict:
+        return wrong
+    if isinstance(schema, MapOf):
+        return next((p for k, v in value.items() if (p := _problem(v, schema.schema, f"{where}[{json.dumps(k)}]"))),
+                    None)
+    missing = [key for key in schema.required if key not in value]
+    if missing:
+        return f"{where} has no {missing[0]!r}"
+    prefix = f"{where}." if where else ""
+    return next((p for key, s in schema.fields.items() if key in value
+                 and (p := _problem(value[key], s, f"{prefix}{key}"))), None)
+
+
+def state_problem(data: Mapping[str, Any]) -> str | None:
+    """What is wrong with a loaded state (the first field found, named as ``open_runs[0].start``), or None."""
+    return _problem(data, STATE_SCHEMA, "")
+
+
+def _redacted(value: Any) -> Any:
+    """A copy of a JSON-ready state with every string value redacted (keys are paths, ids and table names)."""
+    from emitter.redact import redact
+
+    if type(value) is str:
+        return redact(value)
+    if type(value) is dict:
+        return {k: _redacted(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_redacted(v) for v in value]
+    return value
+
+
 # ---- checkpoint ----------------------------------------------------------------------------------------
 
 
@@ -123,11 +267,17 @@ class Checkpoint:
             raise StateError(f"cannot read the state file {path}: {error}") from None
         if not isinstance(data, dict):
             raise StateError(f"{path}: not a harvest state file")
+        if not _is_int(data.get("version", 0)):
+            raise StateError(f"{path}: version must be an integer, not {json.dumps(data.get('version'))}")
         if data.get("version", 0) > STATE_VERSION:
             raise StateError(f"{path}: written by a newer version (state version {data.get('version')})")
         if data.get("source") != source:
             raise StateError(f"{path} holds the state of {data.get('source')!r}, not of {source!r}: "
                              f"use one state file per source")
+        problem = state_problem(data)
+        if problem:
+            raise StateError(f"{path}: {problem} (fix or remove the state file: without it the next harvest "
+                             f"starts over)")
         return cls(path, source, data)
 
     def commit(self) -> None:
@@ -137,7 +287,10 @@ class Checkpoint:
         self.current["version"] = STATE_VERSION
         self.current["source"] = self.source
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.path, json.dumps(self.current, indent=1, sort_keys=True).encode("utf-8"))
+        # secrets never sit in the state: an error message, a host or a task name may quote one (the sources
+        # redact what they keep; this is the last line before the disk)
+        safe = _redacted(self.current)
+        write_atomically(self.path, json.dumps(safe, indent=1, sort_keys=True).encode("utf-8"))
         self.last = _frozen(copy.deepcopy(self.current))
 
 

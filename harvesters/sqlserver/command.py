@@ -104,6 +104,10 @@ class SqlServerSource:
         missing = [name for name in args.xml or () if name != "-" and not os.path.isfile(name)]
         if missing:
             raise UsageError(f"no such file: {', '.join(missing)}")
+        for name in args.xml or ():
+            problem = None if name == "-" else not_event_xml(name)
+            if problem:
+                raise UsageError(f"{name}: {problem}")
         self.state_name = f"sqlserver {self.namespace}"
         self.converter: Any = None
 
@@ -130,6 +134,34 @@ class SqlServerSource:
 
 
 # ---- offline: exported XML files -----------------------------------------------------------------------
+
+#: What a file given to --xml is when it holds no Extended Events XML.
+BINARY_XEL = "binary .xel file: export it as XML with sys.fn_xe_file_target_read_file or SSMS"
+BINARY = f"a binary file, not event XML (an .xel file? {BINARY_XEL.split(': ', 1)[1]})"
+NO_EVENTS = "no <event> elements found (not an Extended Events XML export)"
+
+
+def not_event_xml(path: str) -> str | None:
+    """Why ``path`` cannot be Extended Events XML, judged from its first 4 KiB (None when it may be): the
+    binary ``.xel`` files SQL Server writes hold NUL bytes, which XML (UTF-8, or UTF-16 with its byte-order
+    mark) never does."""
+    from harvesters.sqlserver.xevents import looks_binary
+
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    if not looks_binary(head):
+        return None
+    return BINARY_XEL if path.lower().endswith(".xel") else BINARY
+
+
+def _blank(path: str) -> bool:
+    """True when the file holds nothing but whitespace (an export of an empty session: 0 events is right)."""
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            if block.strip():
+                return False
+    return True
+
 
 
 def _file_head(path: str, size: int) -> str:
@@ -166,12 +198,18 @@ def _harvest_xml(args: argparse.Namespace, harvest: Any, state: dict[str, Any]) 
         items, offset = _xml_items(path, files.get(path), harvest.converter.reader)
         position = offset
         stopped = False
+        read_any = False
         with contextlib.closing(items):  # stops a background reader at once when stopping early
             for item in items:
+                read_any = True
                 if not harvest.feed(item.value):
                     stopped = True
                     break
                 position = item.resume_offset
+        if not read_any and offset == 0 and path != "-" and not _blank(path):
+            # text with no <event> in it at all (an .xel renamed, a CSV, an HTML error page): reading it "0 events,
+            # exit 0" would let cron believe the server had nothing to say
+            raise UsageError(f"{name}: {NO_EVENTS}")
         if path != "-":
             head_len = min(HEAD_BYTES, position)
             files[path] = {"offset": position, "head_len": head_len, "head": _file_head(path, head_len)}

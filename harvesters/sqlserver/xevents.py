@@ -279,6 +279,15 @@ class _Skipping:
         return self._source.read(size)
 
 
+def looks_binary(head: bytes) -> bool:
+    """True when the first bytes of an input are not text: a NUL byte outside a UTF-16 export (one with its
+    byte-order mark). SQL Server's own ``.xel`` files are such binary files; the harvester reads their XML
+    export, so it says so instead of reading "0 events"."""
+    if any(head.startswith(bom) for bom, _ in _UTF16_BOMS):
+        return False
+    return b"\x00" in head
+
+
 def read_file(path: str, start_offset: int = 0,
               max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> Generator[Item, None, None]:
     """:func:`read_events` over a file path."""

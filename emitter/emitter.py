@@ -5,41 +5,27 @@ a parent's START goes before its children's events (``order_records`` for a batc
 START first when streaming), and a parent's terminal event is held back until every child it started has
 terminated (or until ``flush``).
 
-Delivery: once anything sits in the spool, new events queue behind it so the backend sees the original order.
-After a failed delivery the transport is not tried again for ``retry_after`` seconds; meanwhile events go
-straight to the spool, so a dead backend costs one timeout, not one per event.
+Delivery (:mod:`emitter.delivery`): the transport, else the spool (a failure for now), else the dead letters
+(a final refusal); once anything sits in the spool, new events queue behind it so the backend sees the original
+order; after a failed delivery the backend is left alone for ``retry_after`` seconds. The http transport keeps
+several requests in flight without breaking the order above.
 """
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import attrs
-
 from emitter.config import EmitterConfig, load_config
+from emitter.delivery import Counts, Delivery
 from emitter.serialize import event_dict
 from emitter.records import START, RunRecord
 from emitter.redact import redact
-from emitter.spool import Spool
+from emitter.spool import Spool, describe_destination
 
 log = logging.getLogger(__name__)
-
-
-@attrs.define
-class Counts:
-    """What happened to the events handed to the emitter."""
-
-    delivered: int = 0  # reached the transport on the first try
-    spooled: int = 0  # written to the durable spool for a later replay
-    replayed: int = 0  # spooled earlier (by this or another process) and now delivered
-    dropped: int = 0  # lost: the spool was full, or an event could not be built
-
-    def copy(self) -> Counts:
-        return attrs.evolve(self)
 
 
 def order_records(records: Iterable[RunRecord]) -> list[RunRecord]:
@@ -70,26 +56,34 @@ def order_records(records: Iterable[RunRecord]) -> list[RunRecord]:
 class Emitter:
     """Builds, redacts, orders and delivers events; see the module docstring."""
 
-    def __init__(self, config: EmitterConfig, transport: Any | None = None, retry_after: float = 30.0) -> None:
+    def __init__(self, config: EmitterConfig, transport: Any | None = None, retry_after: float = 30.0,
+                 in_flight: int | None = None) -> None:
         self.config = config
-        self.counts = Counts()
-        self.spool = Spool(config.spool_dir, config.spool_max_bytes)
+        # One spool per destination (recorded with it): `emitter replay` sends its events where they were going.
+        self.spool = Spool(config.spool_dir, config.spool_max_bytes, describe_destination(config.transport))
         self.retry_after = retry_after
         self._transport = transport
         self._lock = threading.RLock()
         self._open_children: dict[str, set[str]] = defaultdict(set)
         self._held_terminals: dict[str, RunRecord] = {}
         self._parent_of: dict[str, str] = {}
-        self._blocked_until = 0.0
         self._failure_kinds: set[str] = set()
         self._closed = False
+        width, make = 1, None
         if transport is None and not config.disabled:
-            self._transport = _create_transport(config.transport)
-        # Whether events of ours (or of an earlier run) wait in the spool: checked on disk once here, then
-        # tracked, so the hot path does not stat the spool for every event.
-        self._spool_in_use = self.spool.pending_bytes() > 0
-        if self._transport is not None and self._spool_in_use:
-            self._drain()
+            from emitter.transport import create_transport, parallel_plan
+
+            transport_config, width = parallel_plan(config.transport, in_flight)
+            self._transport = create_transport(transport_config)
+            if width > 1:
+                def make() -> Any:
+                    return create_transport(transport_config, announce=False)
+        # Events an older version spooled without recording their destination go to this one, as they did.
+        legacy = Spool(config.spool_dir, config.spool_max_bytes)
+        self.delivery = Delivery(self._transport, self.spool, retry_after, width, make,
+                                 legacy_spool=legacy if transport is None else None)
+        if self._transport is not None and transport is None:
+            self.delivery.replay()  # the spool of an earlier run first, before anything new
 
     @classmethod
     def from_config(cls, overrides: Mapping[str, Any] | None = None, **kwargs: Any) -> Emitter:
@@ -100,6 +94,11 @@ class Emitter:
         return cls(load_config(overrides), **kwargs)
 
     # ---- public API --------------------------------------------------------------------------------------
+
+    @property
+    def counts(self) -> Counts:
+        """What happened to the events so far (updated by the delivery)."""
+        return self.delivery.counts
 
     def emit(self, record: RunRecord) -> None:
         """Hand one record over. Never raises: failures end in the spool or in ``counts.dropped``."""
@@ -123,6 +122,7 @@ class Emitter:
                 held = self._held_terminals.keys()
                 run_id = next((r for r in held if not self._open_children.get(r, set()) & held), next(iter(held)))
                 self._release(run_id)
+            self.delivery.flush()
             flush_transport = getattr(self._transport, "flush", None)
             if flush_transport is not None:
                 try:
@@ -132,16 +132,22 @@ class Emitter:
         return self.counts.copy()
 
     def close(self) -> Counts:
-        """Flush, log the counts once, close the transport."""
+        """Flush, log the counts once, close the transport. Never raises."""
         counts = self.flush()
         with self._lock:
             if not self._closed:
                 self._closed = True
-                log.info("lineage events: %d delivered, %d spooled, %d replayed from spool, %d dropped",
-                         counts.delivered, counts.spooled, counts.replayed, counts.dropped)
+                try:
+                    self.delivery.close()
+                except Exception as error:  # noqa: BLE001
+                    self._log_failure_once("close", error)
+                counts = self.counts.copy()
+                log.info("lineage events: %d delivered, %d spooled, %d replayed from spool, %d dead-lettered, "
+                         "%d dropped", counts.delivered, counts.spooled, counts.replayed, counts.dead_lettered,
+                         counts.dropped)
                 if self.spool.pending_bytes():
-                    log.warning("%d bytes of lineage events wait in %s; run `emitter replay` once the backend "
-                                "is reachable (the next run also replays them)",
+                    log.warning("%d bytes of lineage events wait in %s; run `lineage-capture replay` once the "
+                                "backend is reachable (the next run also replays them)",
                                 self.spool.pending_bytes(), self.spool.events_path)
                 if self._transport is not None:
                     try:
@@ -150,11 +156,16 @@ class Emitter:
                         self._log_failure_once("close", error)
         return counts
 
+    @property
+    def spool_error(self) -> str | None:
+        """Why the spool could not be written (one line), or None."""
+        return self.delivery.spool_error
+
     def replay(self) -> tuple[int, int]:
         """Re-send the spool now (ignores the back-off). Returns (delivered, pending bytes)."""
         with self._lock:
-            self._blocked_until = 0.0
-            self._drain()
+            if self._transport is not None and not self.config.disabled:
+                self.delivery.replay()
             return self.counts.replayed, self.spool.pending_bytes()
 
     # ---- ordering ----------------------------------------------------------------------------------------
@@ -189,36 +200,7 @@ class Emitter:
     def _send(self, record: RunRecord) -> None:
         if self.config.disabled or self._transport is None:
             return
-        event = event_dict(record)
-        if self._spool_in_use and not self._drain():
-            self._to_spool(event)
-            return
-        try:
-            self._transport.emit(event)
-        except Exception as error:  # noqa: BLE001 - any transport failure means: keep it for later
-            self._blocked_until = time.monotonic() + self.retry_after
-            self._log_failure_once("deliver", error)
-            self._to_spool(event)
-        else:
-            self.counts.delivered += 1
-
-    def _drain(self) -> bool:
-        """Replay the spool unless backing off. True when the spool is empty afterwards."""
-        if time.monotonic() < self._blocked_until:
-            return False
-        replayed, pending = self.spool.replay(self._transport.emit)
-        self.counts.replayed += replayed
-        if pending:
-            self._blocked_until = time.monotonic() + self.retry_after
-        self._spool_in_use = bool(pending)
-        return not pending
-
-    def _to_spool(self, event: dict[str, Any]) -> None:
-        if self.spool.append(event):
-            self.counts.spooled += 1
-            self._spool_in_use = True  # later events queue behind it until a replay empties the spool
-        else:
-            self.counts.dropped += 1
+        self.delivery.submit(event_dict(record))
 
     def _log_failure_once(self, kind: str, error: BaseException) -> None:
         if kind not in self._failure_kinds:

@@ -1,21 +1,54 @@
-"""A durable on-disk spool for events that could not be delivered, replayed in the original order.
+"""A durable on-disk spool for events that could not be delivered, replayed in the original order, and the
+dead-letter file for events the backend refused for good.
 
-Layout in the spool directory: ``events.jsonl`` (one redacted event per line, appended and fsynced),
-``events.offset`` (bytes of ``events.jsonl`` already re-delivered, replaced atomically after each delivery, so a
-crash mid-replay re-sends at most the one event in flight) and ``spool.lock`` (a filelock: a Spark driver, a cron
-harvester and ``emitter replay`` may share one spool).
+Layout: one sub-directory of ``spool.dir`` per destination (``http-1a2b3c4d5e6f/``), created only when an event
+must be kept, holding
+
+- ``destination.json``: where its events were going (transport type, URL or file, never a secret), so that
+  ``emitter replay`` sends them there and not to whatever the replaying process happens to be configured for;
+- ``events.jsonl``: one record per line, ``<crc32 of the JSON, 8 hex digits> <JSON event>\\n``, appended under the
+  lock; a record whose checksum does not match (a write torn by a crash or a full disk) is detected, counted and
+  skipped, and an append after a torn tail first ends that tail with a newline, so a torn record never merges
+  with the next one. Lines holding bare JSON (``{...}``, written by older versions) are read too;
+- ``events.offset``: bytes of ``events.jsonl`` already re-delivered (replaced atomically), so a crash mid-replay
+  re-sends at most the events of the last fraction of a second;
+- ``dead-letters.jsonl``: events the backend rejected permanently (a 4xx other than 408/429), each with the
+  backend's status and answer, same record format; ``emitter replay --dead-letters`` lists, retries or
+  discards them;
+- ``spool.lock``: a filelock (a Spark driver, a cron harvester and ``emitter replay`` may share one spool).
+
+A spool that cannot be written (disk full, read-only, ``spool.dir`` under a regular file) raises
+:class:`SpoolError` from :meth:`Spool.append` with a one-line reason; a partial record is cut off again.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+import time
+import zlib
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 log = logging.getLogger(__name__)
+
+#: The offset of a replay in progress reaches the disk at least this often (and when the replay stops).
+OFFSET_EVERY_SECONDS = 0.2
+#: Appended records are fsynced at least this often, and on :meth:`Spool.sync` (the emitter's flush/close).
+SYNC_EVERY_SECONDS = 0.5
+#: The backend's answer kept with a dead letter is cut to this many characters.
+ANSWER_CHARS = 2000
+DESTINATION_FILE = "destination.json"
+DEAD_LETTERS_FILE = "dead-letters.jsonl"
+
+
+class SpoolError(Exception):
+    """The spool cannot be written; the message is one line naming the spool and the reason."""
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -33,84 +66,306 @@ def write_atomically(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
-class Spool:
-    """Append-only event spool bounded to ``max_bytes``."""
+def encode_record(obj: Mapping[str, Any]) -> bytes:
+    """One spool line: CRC-32 of the JSON (8 hex digits), a space, the JSON, a newline."""
+    payload = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    return b"%08x %s\n" % (zlib.crc32(payload), payload)
 
-    def __init__(self, directory: Path, max_bytes: int) -> None:
-        self.directory = Path(directory)
+
+def decode_record(line: bytes) -> dict[str, Any] | None:
+    """The object of one spool line, or None when it is torn or corrupt (checksum, JSON or missing newline)."""
+    if not line.endswith(b"\n"):
+        return None  # the last write never finished
+    line = line[:-1]
+    try:
+        if line.startswith(b"{"):  # bare JSON: a spool written before records carried a checksum
+            obj = json.loads(line)
+        else:
+            crc, _, payload = line.partition(b" ")
+            if len(crc) != 8 or int(crc, 16) != zlib.crc32(payload):
+                return None
+            obj = orjson.loads(payload)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def describe_destination(transport: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Where a transport configuration sends events, without any secret: type and URL/endpoint, file,
+    topic, or the parts of a composite transport."""
+    from emitter.redact import redact
+
+    transport = transport or {}
+    kind = str(transport.get("type", "")).lower()
+    out: dict[str, Any] = {"type": kind}
+    if kind in ("http", "async_http"):
+        out["type"] = "http"  # one destination, however it is reached
+        out["url"] = redact(str(transport.get("url", "")).strip().rstrip("/"))
+        out["endpoint"] = str(transport.get("endpoint", "api/v1/lineage")).strip("/")
+    elif kind == "file":
+        out["location"] = str(transport.get("log_file_path") or transport.get("location") or "")
+    elif kind == "kafka":
+        out["topic"] = str(transport.get("topic", ""))
+    elif kind == "composite":
+        subs = transport.get("transports") or {}
+        items = subs.values() if isinstance(subs, Mapping) else subs
+        out["transports"] = sorted((describe_destination(s) for s in items if isinstance(s, Mapping)),
+                                   key=lambda d: json.dumps(d, sort_keys=True))
+    return out
+
+
+def destination_key(destination: Mapping[str, Any]) -> str:
+    """The sub-directory name of a destination's spool: its type and a short hash of its description."""
+    digest = hashlib.sha256(json.dumps(destination, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{destination.get('type') or 'unknown'}-{digest}"
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or type(error).__name__
+
+
+class Spool:
+    """Append-only event spool of one destination, bounded to ``max_bytes``.
+
+    ``Spool(root, max_bytes, destination)`` keeps its files in ``root/<destination key>``;
+    without ``destination`` in ``root`` itself (where older versions kept it).
+    """
+
+    def __init__(self, directory: Path, max_bytes: int, destination: Mapping[str, Any] | None = None) -> None:
+        self.root = Path(directory)
+        self.destination = dict(destination) if destination is not None else None
+        self.directory = self.root / destination_key(destination) if destination is not None else self.root
         self.max_bytes = max_bytes
         self.events_path = self.directory / "events.jsonl"
         self.offset_path = self.directory / "events.offset"
+        self.dead_letters_path = self.directory / DEAD_LETTERS_FILE
+        self.corrupt = 0  # torn or corrupt records skipped by replays of this object
         self._warned_full = False
+        self._unsynced: list[str] = []  # files appended to since the last fsync
+        self._synced_at = time.monotonic()
+
+    # ---- locking and reading -------------------------------------------------------------------------
 
     @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.directory.mkdir(parents=True, exist_ok=True)
+    def _locked(self, create: bool) -> Iterator[bool]:
+        """Hold the spool's lock; yields False (without locking) when the directory does not exist and
+        ``create`` is false: there is nothing to read."""
+        if not create and not self.directory.is_dir():
+            yield False
+            return
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise SpoolError(f"lineage spool {self.directory} cannot be created ({_reason(error)})") from None
         import filelock  # cross-platform (flock on POSIX, msvcrt on Windows); deferred: only spooling pays
 
-        with filelock.FileLock(self.directory / "spool.lock"):
-            yield
+        lock = filelock.FileLock(self.directory / "spool.lock")
+        try:
+            lock.acquire()
+        except OSError as error:  # the lock file itself cannot be made: read-only or full
+            raise SpoolError(f"lineage spool {self.directory} cannot be locked ({_reason(error)})") from None
+        try:
+            yield True
+        finally:
+            lock.release()
 
     def _offset(self) -> int:
         try:
             return int(self.offset_path.read_text() or 0)
-        except (FileNotFoundError, ValueError):
+        except (OSError, ValueError):
             return 0
 
     def pending_bytes(self) -> int:
-        """Bytes of events not yet re-delivered (0 when the spool is empty). Cheap: two stat calls."""
+        """Bytes of events not yet re-delivered (0 when the spool is empty or absent). Cheap: two stat calls."""
         try:
             size = self.events_path.stat().st_size
-        except FileNotFoundError:
+        except OSError:  # absent, or spool.dir under a regular file: nothing spooled
             return 0
         return max(0, size - self._offset()) if size else 0
 
-    def append(self, event: dict[str, Any]) -> bool:
-        """Append one event durably. False (and one warning) when the spool is full: the event is dropped."""
-        line = (json.dumps(event, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
-        with self._locked():
-            if self.pending_bytes() + len(line) > self.max_bytes:
-                if not self._warned_full:
-                    self._warned_full = True
-                    log.warning("lineage spool %s is full (%d bytes): new undeliverable events are DROPPED "
-                                "until `emitter replay` drains it or spool.maxBytes is raised",
-                                self.events_path, self.max_bytes)
-                return False
-            with open(self.events_path, "ab") as f:
-                f.write(line)
-                f.flush()
-                os.fsync(f.fileno())
+    def read_destination(self) -> dict[str, Any] | None:
+        """The destination recorded with this spool's events, or None (older spool, or none yet)."""
+        try:
+            value = json.loads((self.directory / DESTINATION_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    # ---- writing -------------------------------------------------------------------------------------
+
+    def append(self, event: Mapping[str, Any]) -> bool:
+        """Append one event. False (and one warning) when the spool is full: the event is dropped.
+        Raises :class:`SpoolError` when the spool cannot be written."""
+        return self._append(self.events_path, encode_record(event), self.max_bytes - self.pending_bytes())
+
+    def add_dead_letter(self, event: Mapping[str, Any], status: int, answer: str) -> bool:
+        """Set aside an event the backend refused for good, with its answer (redacted, shortened).
+        False when the dead-letter file is at ``max_bytes``; raises :class:`SpoolError` when unwritable."""
+        from emitter.redact import redact
+
+        record = {"status": status, "answer": redact(answer[:ANSWER_CHARS]),
+                  "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "event": event}
+        try:
+            used = self.dead_letters_path.stat().st_size
+        except OSError:
+            used = 0
+        return self._append(self.dead_letters_path, encode_record(record), self.max_bytes - used)
+
+    def _append(self, path: Path, line: bytes, room: int) -> bool:
+        if len(line) > room:
+            if not self._warned_full:
+                self._warned_full = True
+                log.warning("lineage spool %s is full (%d bytes): new undeliverable events are DROPPED "
+                            "until `emitter replay` drains it or spool.maxBytes is raised",
+                            self.directory, self.max_bytes)
+            return False
+        with self._locked(create=True):
+            self._write_destination()
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # read: the last byte
+                size = os.fstat(fd).st_size
+            except OSError as error:
+                raise SpoolError(f"lineage spool {path} cannot be written ({_reason(error)})") from None
+            try:
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line  # end a torn record first: it must not merge with this one
+                try:
+                    written = os.write(fd, line)
+                    if written != len(line):
+                        raise OSError(28, "No space left on device")  # a short write: the disk filled up
+                except OSError as error:
+                    _truncate(fd, size)  # no partial record stays behind
+                    raise SpoolError(f"lineage spool {path} cannot be written ({_reason(error)})") from None
+                if time.monotonic() - self._synced_at > SYNC_EVERY_SECONDS:
+                    os.fsync(fd)
+                    self._synced_at = time.monotonic()
+                elif str(path) not in self._unsynced:
+                    self._unsynced.append(str(path))
+            except OSError as error:  # pread or fsync
+                raise SpoolError(f"lineage spool {path} cannot be written ({_reason(error)})") from None
+            finally:
+                os.close(fd)
         return True
+
+    def _write_destination(self) -> None:
+        if self.destination is None or (self.directory / DESTINATION_FILE).exists():
+            return
+        try:
+            write_atomically(self.directory / DESTINATION_FILE,
+                             json.dumps(self.destination, sort_keys=True, indent=1).encode())
+        except OSError as error:
+            raise SpoolError(f"lineage spool {self.directory} cannot be written ({_reason(error)})") from None
+
+    def sync(self) -> None:
+        """fsync what was appended since the last sync (the emitter calls it on flush and close, before a
+        harvester moves its state). Raises :class:`SpoolError` when the disk refuses."""
+        paths, self._unsynced = self._unsynced, []
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue  # replayed and removed meanwhile
+            try:
+                os.fsync(fd)
+            except OSError as error:
+                raise SpoolError(f"lineage spool {path} cannot be synced ({_reason(error)})") from None
+            finally:
+                os.close(fd)
+        self._synced_at = time.monotonic()
+
+    # ---- replay --------------------------------------------------------------------------------------
 
     def replay(self, send: Callable[[dict[str, Any]], None]) -> tuple[int, int]:
         """Re-send spooled events oldest first, stopping at the first failure (order is kept).
 
-        Returns (delivered, still pending bytes). ``send`` raises on failure.
+        Returns (delivered, still pending bytes). ``send`` raises on a failure that should stop the replay; it
+        returns normally for a delivered event (and for one it set aside as a dead letter).
+        Raises :class:`SpoolError` when the replay's position cannot be written.
         """
         delivered = 0
-        with self._locked():
+        with self._locked(create=False) as present:
+            if not present:
+                return 0, 0
             offset = self._offset()
             try:
                 f = open(self.events_path, "rb")
             except FileNotFoundError:
                 return 0, 0
-            with f:
-                f.seek(offset)
-                for line in f:
-                    if line.strip():
-                        try:
-                            event = json.loads(line)
-                        except ValueError:
-                            log.warning("skipping a corrupt line in the lineage spool %s", self.events_path)
+            saved_at = time.monotonic()
+            try:
+                with f:
+                    f.seek(offset)
+                    for line in f:
+                        event = decode_record(line)
+                        if event is None:
+                            if line.strip():
+                                self.corrupt += 1
+                                log.warning("skipping a torn or corrupt record in the lineage spool %s",
+                                            self.events_path)
                         else:
                             try:
                                 send(event)
                             except Exception:  # noqa: BLE001 - the caller's transport failed: stop, keep order
+                                self._save_offset(offset)
                                 return delivered, self.pending_bytes()
                             delivered += 1
-                    offset += len(line)
-                    write_atomically(self.offset_path, str(offset).encode())
-            # Everything re-delivered: start afresh so the spool does not grow forever.
-            self.events_path.unlink(missing_ok=True)
-            self.offset_path.unlink(missing_ok=True)
+                        offset += len(line)
+                        if time.monotonic() - saved_at > OFFSET_EVERY_SECONDS:
+                            self._save_offset(offset)
+                            saved_at = time.monotonic()
+                # Everything re-delivered: start afresh so the spool does not grow forever.
+                self.events_path.unlink(missing_ok=True)
+                self.offset_path.unlink(missing_ok=True)
+            except OSError as error:
+                raise SpoolError(f"lineage spool {self.directory} cannot be updated ({_reason(error)})") from None
         return delivered, 0
+
+    def _save_offset(self, offset: int) -> None:
+        write_atomically(self.offset_path, str(offset).encode())
+
+    # ---- dead letters --------------------------------------------------------------------------------
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        """The dead letters, oldest first: ``{"status", "answer", "at", "event"}`` each."""
+        try:
+            with open(self.dead_letters_path, "rb") as f:
+                return [r for r in map(decode_record, f) if r is not None and isinstance(r.get("event"), dict)]
+        except OSError:
+            return []
+
+    def keep_dead_letters(self, records: list[dict[str, Any]]) -> None:
+        """Replace the dead-letter file with ``records`` (removed when empty)."""
+        with self._locked(create=False) as present:
+            if not present:
+                return
+            if records:
+                write_atomically(self.dead_letters_path, b"".join(encode_record(r) for r in records))
+            else:
+                self.dead_letters_path.unlink(missing_ok=True)
+
+
+def _truncate(fd: int, size: int) -> None:
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        log.warning("a torn record could not be cut off the lineage spool; the next append ends it")
+
+
+def spools_under(root: Path) -> list[Spool]:
+    """Every spool kept under ``root``: one per destination sub-directory, plus ``root`` itself when an older
+    version spooled there. Their ``destination`` is what each recorded (None when unknown)."""
+    found: list[Spool] = []
+    try:
+        children = sorted(p for p in Path(root).iterdir() if p.is_dir())
+    except OSError:
+        children = []
+    for child in children:
+        spool = Spool(child, 0)
+        destination = spool.read_destination()
+        if destination is not None or spool.events_path.exists() or spool.dead_letters_path.exists():
+            spool.destination = destination
+            found.append(spool)
+    legacy = Spool(root, 0)
+    if legacy.events_path.exists() or legacy.dead_letters_path.exists():
+        found.append(legacy)
+    return found

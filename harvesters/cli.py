@@ -5,7 +5,8 @@ the one sequence of :func:`harvesters.core.run.run_harvest`.
 
 Exit codes: 0 everything harvested; 1 some input was unreadable or unparseable and was skipped (counted in
 the summary, everything else emitted), or events could not be delivered nor spooled (the state was then not
-advanced); 2 usage or configuration error. Another harvest holding the state's lock is not an error: the
+advanced); 2 usage or configuration error; 3 events did not reach the backend (spooled or refused as dead
+letters; the state advanced). Another harvest holding the state's lock is not an error: the
 second run prints a message and exits 0 (cron overlap is normal; the running harvest covers the input).
 """
 from __future__ import annotations
@@ -30,6 +31,9 @@ exit codes:
   1  some input was unreadable or unparseable and was skipped (counted in the summary), or events could
      neither be delivered nor spooled (the state was then not advanced)
   2  usage, configuration or reading error
+  3  everything harvested and the state advanced, but events did not reach the backend: they wait in
+     the spool (backend unreachable; `lineage-capture replay` or the next run sends them) or the backend
+     refused them for good (dead letters: `lineage-capture replay --dead-letters list`)
 """
 
 

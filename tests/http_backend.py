@@ -1,11 +1,18 @@
 """A real OpenLineage-ish HTTP backend on 127.0.0.1 for delivery tests: records every POST (decoded), can be
-told to answer 5xx for the next N requests, and can be started on a port chosen before it listens."""
+told to answer 5xx for the next N requests, and can be started on a port chosen before it listens.
+
+Fault modes (issue 11): ``status=500`` (every request fails), ``flap=N`` (every N-th request answers 503),
+``hang=True`` (takes the request and never answers until the backend stops), ``reject`` (a predicate on the
+event: those are answered 422 with a Marquez-like body), ``delay`` (seconds before each answer: a slow backend).
+A closed port (``free_port()`` with nothing started) is the refusing backend."""
 from __future__ import annotations
 
 import gzip
 import json
 import socket
 import threading
+import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -19,12 +26,18 @@ def free_port() -> int:
 class Backend:
     """``with Backend(port) as backend: ...``; ``backend.events`` are the received events in arrival order."""
 
-    def __init__(self, port: int | None = None, fail_next: int = 0, status: int = 201) -> None:
+    def __init__(self, port: int | None = None, fail_next: int = 0, status: int = 201, *, flap: int = 0,
+                 hang: bool = False, reject: Callable[[dict], bool] | None = None, delay: float = 0.0) -> None:
         self.port = port or free_port()
         self.fail_next = fail_next
         self.status = status
+        self.flap = flap
+        self.hang = hang
+        self.reject = reject
+        self.delay = delay
         self.requests: list[dict] = []
         self._lock = threading.Lock()
+        self._released = threading.Event()
         self._server: ThreadingHTTPServer | None = None
 
     @property
@@ -33,26 +46,42 @@ class Backend:
 
     @property
     def events(self) -> list[dict]:
-        return [r["event"] for r in self.requests if r["status"] < 300]
+        return [r["event"] for r in self.requests if 200 <= r["status"] < 300]
 
     def __enter__(self) -> Backend:
         backend = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as Marquez
+
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 raw = gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body
+                event = json.loads(raw)
+                answer = b""
                 with backend._lock:
                     status = backend.status
                     if backend.fail_next > 0:
                         backend.fail_next -= 1
                         status = 503
+                    elif backend.flap and len(backend.requests) % backend.flap == backend.flap - 1:
+                        status = 503
+                    if backend.reject is not None and backend.reject(event):
+                        status, answer = 422, b'{"code":422,"message":"eventType: must not be accepted"}'
+                    if backend.hang:
+                        status = 0  # never answered
                     backend.requests.append({"path": self.path, "headers": dict(self.headers),
                                              "encoding": self.headers.get("Content-Encoding"),
-                                             "event": json.loads(raw), "status": status})
+                                             "event": event, "status": status})
+                if backend.hang:
+                    backend._released.wait(60)
+                    return
+                if backend.delay:
+                    time.sleep(backend.delay)
                 self.send_response(status)
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
+                self.wfile.write(answer)
 
             def log_message(self, *args) -> None:  # keep test output clean
                 pass
@@ -64,5 +93,31 @@ class Backend:
 
     def __exit__(self, *exc) -> None:
         assert self._server is not None
+        self._released.set()
         self._server.shutdown()
         self._server.server_close()
+
+
+def order_violations(events: list[dict]) -> list[str]:
+    """What breaks the order the emitter promises in a stream of events: a run's START after another of its
+    events, a child's event before its parent's START, a parent's terminal event before a child's event."""
+    seen_start: set[str] = set()
+    seen_any: set[str] = set()
+    terminated: set[str] = set()
+    runs = {event["run"]["runId"] for event in events}  # a parent outside the stream (Airflow's) is not checked
+    problems = []
+    for event in events:
+        run_id, kind = event["run"]["runId"], event["eventType"]
+        parent = ((event["run"].get("facets") or {}).get("parent") or {}).get("run", {}).get("runId")
+        if kind == "START" and run_id in seen_any:
+            problems.append(f"{run_id} START after another of its events")
+        if parent in runs and parent not in seen_start:
+            problems.append(f"{run_id} {kind} before its parent's START")
+        if parent and parent in terminated:
+            problems.append(f"{run_id} {kind} after its parent ended")
+        seen_any.add(run_id)
+        if kind == "START":
+            seen_start.add(run_id)
+        if kind in ("COMPLETE", "FAIL", "ABORT"):
+            terminated.add(run_id)
+    return problems

@@ -4,9 +4,11 @@
 lock, build the emitter, resume the open task runs, harvest, save the state, print the summary line. The state
 is committed only after the emitter delivered (or spooled) every event: a failed delivery never advances it.
 
-Exit codes (:data:`EXIT_OK`, :data:`EXIT_SKIPPED`, :data:`EXIT_USAGE`): 0 everything harvested; 1 some input
-was unreadable or unparseable and was skipped (counted in the summary, everything else emitted), or events could
-not be delivered nor spooled (the state was then not advanced); 2 usage or configuration error. Another harvest
+Exit codes (:data:`EXIT_OK`, :data:`EXIT_SKIPPED`, :data:`EXIT_USAGE`, :data:`EXIT_SPOOLED`): 0 everything
+harvested; 1 some input was unreadable or unparseable and was skipped (counted in the summary, everything else
+emitted), or events could not be delivered nor spooled (the state was then not advanced); 2 usage or
+configuration error; 3 everything harvested and the state advanced, but events did not reach the backend: they
+wait in the spool (backend unreachable) or were refused by it for good (dead letters). Another harvest
 holding the state's lock is not an error: the second run prints a message and exits 0 (cron overlap is normal;
 the running harvest covers the input).
 """
@@ -28,11 +30,13 @@ import attrs
 from harvesters.core.outcome import UsageError
 from harvesters.core.state import Checkpoint, StateError
 
-EXIT_OK, EXIT_SKIPPED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_SKIPPED, EXIT_USAGE, EXIT_SPOOLED = 0, 1, 2, 3
 DEFAULT_JOB_NAMESPACE = "default"
 EXIT_CODES_HELP = ("exit codes: 0 everything harvested (or another harvest holds the state's lock); 1 input "
                    "skipped (unreadable or unparseable, counted in the summary) or events neither delivered nor "
-                   "spooled (state not advanced); 2 usage, configuration or reading error")
+                   "spooled (state not advanced); 2 usage, configuration or reading error; 3 events did not reach "
+                   "the backend: spooled (backend unreachable; `lineage-capture replay` or the next run sends them) "
+                   "or refused by it (dead letters: `lineage-capture replay --dead-letters list`)")
 
 
 # ---- options every source shares -----------------------------------------------------------------------
@@ -186,7 +190,9 @@ def finish_harvest(label: str, args: argparse.Namespace, emitter: Any, checkpoin
     return the exit code."""
     counts = emitter.close()
     if counts.dropped:
-        note = f"{counts.dropped} events could not be delivered nor spooled: state not advanced"
+        reason = getattr(emitter, "spool_error", None)
+        note = (f"{counts.dropped} events could not be delivered nor spooled"
+                + (f" ({reason})" if reason else "") + ": state not advanced")
         print(summary_line(label, harvest, grouper, grouper.open_count, note), file=sys.stderr)
         return EXIT_SKIPPED
     if args.state and not args.dry_run:
@@ -194,11 +200,29 @@ def finish_harvest(label: str, args: argparse.Namespace, emitter: Any, checkpoin
         note = f"state saved to {args.state}"
     else:
         note = "dry run, state untouched" if args.dry_run and args.state else "no state kept"
+    undelivered = delivery_note(counts, emitter)
+    if undelivered:
+        note = f"{undelivered}; {note}"
     if window_note:
         note = f"{window_note}; {note}"
     print(summary_line(label, harvest, grouper, grouper.open_count if args.state else 0, note), file=sys.stderr)
+    if undelivered:
+        return EXIT_SPOOLED
     bad = sum(harvest.counts.unparsed.values()) + sum(harvest.counts.unreadable.values())
     return EXIT_SKIPPED if bad else EXIT_OK
+
+
+def delivery_note(counts: Any, emitter: Any) -> str:
+    """What the summary line says when events did not reach the backend (exit code 3), else ''."""
+    parts = []
+    spool = getattr(emitter, "spool", None)
+    if spool is not None and spool.pending_bytes():  # spooled events a replay during the run did not send
+        parts.append(f"{counts.spooled} events spooled, not delivered (backend unreachable; "
+                     f"`lineage-capture replay` or the next run sends them from {spool.directory})")
+    if getattr(counts, "dead_lettered", 0):
+        parts.append(f"{counts.dead_lettered} events refused by the backend and set aside "
+                     f"(`lineage-capture replay --dead-letters list`)")
+    return "; ".join(parts)
 
 
 @attrs.define

@@ -483,7 +483,7 @@ def test_failed_delivery_does_not_advance_the_state(tmp_path, capsys):
     # spooled counts as safe: the state advances and the spool replays later
     spooling = dead[:-1]
     code, _ = harvest(tmp_path, "--xml", str(log), "--state", str(state), conf=spooling)
-    assert code == 0 and json.loads(state.read_text())["files"][str(log)]["offset"] == log.stat().st_size
+    assert code == 3 and json.loads(state.read_text())["files"][str(log)]["offset"] == log.stat().st_size
 
 
 def test_overlapping_run_leaves_with_exit_0(tmp_path, capsys):

@@ -1,0 +1,358 @@
+"""Delivery of built events: to the transport, else to the spool, else to the dead letters; in order.
+
+Outcomes of one delivery (:func:`rejection` tells them apart):
+
+- delivered;
+- rejected for good: an HTTP 4xx other than 408/429 (Marquez answers 422 for an event it will never accept).
+  Retrying cannot help and must not block the events behind it: the event goes to the spool's dead-letter file
+  with the backend's answer, is counted, and delivery goes on;
+- failed for now (connection refused, timeout, 408/429/5xx after the transport's own retries): the event goes to
+  the spool, and so does every later event until a replay empties the spool (the backend sees the original
+  order). The backend is then left alone for ``retry_after`` seconds: a dead or hanging backend costs one
+  timeout, not one per event. The http transport does not retry a read timeout (``retry.read = 0`` unless
+  configured): a backend that accepted the connection and does not answer will not answer the retry either.
+
+Two ways of sending. ``width == 1`` (file, console, kafka, composite, and any transport handed in): in the
+caller's thread, in the order handed over. ``width > 1`` (http): up to ``width`` requests in flight on worker
+threads, each with its own openlineage-python transport, while the order that matters is kept: an event waits
+for the delivery of the previous event of its run, of the latest event of its parent run (a child never
+reaches the backend before its parent's START), and a run's terminal event waits for every event of its
+children handed over before it (the emitter hands a parent's terminal event over only after its children's).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from emitter.redact import redact
+from emitter.spool import Spool, SpoolError
+
+log = logging.getLogger(__name__)
+
+#: HTTP answers that are not final: the backend may accept the same event later.
+TRANSIENT_4XX = frozenset({408, 429})
+#: Events handed over but not yet settled (in flight or waiting for an earlier one) before emit() blocks.
+MAX_PENDING = 2000
+
+
+@attrs.define
+class Counts:
+    """What happened to the events handed to the emitter."""
+
+    delivered: int = 0  # reached the transport on the first try
+    spooled: int = 0  # written to the durable spool for a later replay
+    replayed: int = 0  # spooled earlier (by this or another process) and now delivered
+    dropped: int = 0  # lost: the spool was full or unwritable, or an event could not be built
+    dead_lettered: int = 0  # rejected by the backend for good; kept in the dead-letter file
+
+    def copy(self) -> Counts:
+        return attrs.evolve(self)
+
+
+def rejection(error: BaseException) -> tuple[int, str] | None:
+    """(status, answer) when ``error`` is the backend's final refusal of an event (an HTTP 4xx other than
+    408/429, read from the ``response`` that requests' and httpx's errors carry), else None."""
+    response = getattr(error, "response", None)
+    status = getattr(response, "status_code", None)
+    if not isinstance(status, int) or not 400 <= status < 500 or status in TRANSIENT_4XX:
+        return None
+    try:
+        answer = str(response.text)  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - an unreadable body must not hide the status
+        answer = ""
+    return status, answer
+
+
+@attrs.define(eq=False)
+class _Node:
+    """One event handed over in parallel mode, until it is settled."""
+
+    event: dict[str, Any]
+    run_id: str | None
+    parent_id: str | None
+    waiting: int = 0  # unsettled events it must wait for
+    dependents: list[int] = attrs.Factory(list)
+
+
+class Delivery:
+    """Sends events through the transport(s), spooling and dead-lettering as the module docstring says."""
+
+    def __init__(self, transport: Any, spool: Spool, retry_after: float, width: int = 1,
+                 make_transport: Callable[[], Any] | None = None, legacy_spool: Spool | None = None) -> None:
+        self.transport = transport  # the caller's thread's transport: inline sending and replays
+        self.spool = spool
+        self.legacy_spool = legacy_spool  # a spool of an older version (no destination recorded): adopted
+        self.retry_after = retry_after
+        self.width = width if make_transport is not None else 1
+        self.counts = Counts()
+        self.spool_error: str | None = None  # the first reason the spool could not be written
+        self._make_transport = make_transport
+        self._cv = threading.Condition(threading.RLock())
+        self._blocked_until = 0.0
+        self._failures: set[str] = set()
+        # Whether events wait in a spool: checked on disk once here, then tracked, so the hot path does not
+        # stat the spool for every event.
+        self._diverting = spool.pending_bytes() > 0 or bool(legacy_spool and legacy_spool.pending_bytes())
+        # parallel mode
+        self._seq = 0
+        self._nodes: dict[int, _Node] = {}
+        self._last_of_run: dict[str, int] = {}
+        self._children: dict[str, set[int]] = {}
+        self._ready: deque[int] = deque()
+        self._threads: list[threading.Thread] = []
+        self._stopping = False
+        self._in_flight = 0
+        # Until a request succeeds (at start, after a failure) only one is in flight: a dead or hanging backend
+        # gets one request, not `width`, and the events behind it reach the spool in the order handed over.
+        self._healthy = False
+
+    # ---- entry points (the emitter holds its own lock around these) ---------------------------------------
+
+    def submit(self, event: dict[str, Any]) -> None:
+        """Deliver, spool or dead-letter ``event``; in parallel mode it may still be in flight on return."""
+        with self._cv:
+            if self._diverting and time.monotonic() >= self._blocked_until:
+                self._quiesce()
+                self._drain()
+            if self.width == 1:
+                if self._diverting:
+                    self._keep(event)
+                else:
+                    self._settle(event, self._attempt(self.transport, event))
+                return
+            while len(self._nodes) >= MAX_PENDING:
+                self._cv.wait()
+            self._start_workers()
+            self._add_node(event)
+
+    def replay(self) -> None:
+        """Re-send the spool now, ignoring the back-off."""
+        with self._cv:
+            self._quiesce()
+            self._blocked_until = 0.0
+            self._drain(force=True)
+
+    def flush(self) -> None:
+        """Wait until every event handed over is settled; fsync the spool."""
+        with self._cv:
+            self._quiesce()
+            try:
+                self.spool.sync()
+            except SpoolError as error:
+                self._spool_failed(error, lost=0)
+
+    def close(self) -> None:
+        """Flush, stop the workers, close the transports."""
+        self.flush()
+        with self._cv:
+            self._stopping = True
+            self._cv.notify_all()
+        for thread in self._threads:
+            thread.join()
+
+    # ---- one delivery ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _attempt(transport: Any, event: dict[str, Any]) -> BaseException | None:
+        try:
+            transport.emit(event)
+        except Exception as error:  # noqa: BLE001 - any transport failure is an outcome, never raised
+            return error
+        return None
+
+    def _settle(self, event: dict[str, Any], error: BaseException | None) -> None:
+        """Count a delivery, or keep the event as a dead letter or in the spool. Called with the lock held."""
+        if error is None:
+            self.counts.delivered += 1
+            self._healthy = True
+            return
+        refused = rejection(error)
+        if refused is not None:
+            self._dead_letter(event, *refused)
+            return
+        self._blocked_until = time.monotonic() + self.retry_after
+        self._diverting = True  # later events queue behind this one (even when the spool cannot take it)
+        self._healthy = False
+        self._log_once("deliver", f"lineage delivery failed ({type(error).__name__}: {redact(str(error))}); "
+                                  f"events go to the spool {self.spool.directory}, the backend is tried again "
+                                  f"in {self.retry_after:g} s; further failures are counted, not logged")
+        self._keep(event)
+
+    def _dead_letter(self, event: dict[str, Any], status: int, answer: str) -> None:
+        try:
+            kept = self.spool.add_dead_letter(event, status, answer)
+        except SpoolError as error:
+            self._spool_failed(error, lost=1)
+            return
+        if not kept:
+            self.counts.dropped += 1
+            return
+        self.counts.dead_lettered += 1
+        self._log_once(f"reject{status}", f"the lineage backend refused an event for good (HTTP {status}: "
+                                          f"{redact(answer[:200])!r}); it was set aside in "
+                                          f"{self.spool.dead_letters_path} (`lineage-capture replay "
+                                          f"--dead-letters list`) and delivery goes on")
+
+    def _keep(self, event: dict[str, Any]) -> None:
+        """Into the spool; later events queue behind it until a replay empties the spool."""
+        try:
+            kept = self.spool.append(event)
+        except SpoolError as error:
+            self._spool_failed(error, lost=1)
+            return
+        if kept:
+            self.counts.spooled += 1
+            self._diverting = True
+        else:
+            self.counts.dropped += 1
+
+    def _spool_failed(self, error: SpoolError, lost: int) -> None:
+        self.counts.dropped += lost
+        if self.spool_error is None:
+            self.spool_error = str(error)
+            log.error("%s: undeliverable lineage events are LOST (counted) until it can be written", error)
+
+    def _log_once(self, kind: str, message: str) -> None:
+        if kind not in self._failures:
+            self._failures.add(kind)
+            log.warning("%s", message)
+
+    # ---- the spool -----------------------------------------------------------------------------------------
+
+    def _drain(self, force: bool = False) -> None:
+        """Replay the spool(s) in order, unless backing off. Called with the lock held and nothing in flight."""
+        if not force and time.monotonic() < self._blocked_until:
+            return
+        pending = 0
+        for spool in (self.legacy_spool, self.spool):
+            if spool is None or pending:
+                continue
+            try:
+                _, pending = spool.replay(self._replay_one)
+            except SpoolError as error:
+                self._spool_failed(error, lost=0)
+                pending = spool.pending_bytes() or 1
+        if pending:
+            self._blocked_until = time.monotonic() + self.retry_after
+        self._diverting = bool(pending)
+
+    def _replay_one(self, event: dict[str, Any]) -> None:
+        error = self._attempt(self.transport, event)
+        if error is None:
+            self.counts.replayed += 1
+            return
+        refused = rejection(error)
+        if refused is None:
+            raise error  # stops the replay; the event stays in the spool
+        self._dead_letter(event, *refused)
+
+    # ---- parallel mode -----------------------------------------------------------------------------------
+
+    def _start_workers(self) -> None:
+        if not self._threads:
+            assert self._make_transport is not None
+            for index in range(self.width):
+                thread = threading.Thread(target=self._work, name=f"lineage-delivery-{index}", daemon=True)
+                thread.start()
+                self._threads.append(thread)
+
+    def _quiesce(self) -> None:
+        """Wait until no event is in flight or waiting (a replay must not overtake them)."""
+        while self._nodes:
+            self._cv.wait()
+
+    def _add_node(self, event: dict[str, Any]) -> None:
+        run = event.get("run") or {}
+        run_id = run.get("runId")
+        parent = ((run.get("facets") or {}).get("parent") or {}).get("run") or {}
+        parent_id = parent.get("runId")
+        node = _Node(event, run_id, parent_id)
+        seq = self._seq = self._seq + 1
+        waits_for = set()
+        if run_id in self._last_of_run:
+            waits_for.add(self._last_of_run[run_id])
+        if parent_id in self._last_of_run:
+            waits_for.add(self._last_of_run[parent_id])
+        if run_id in self._children and event.get("eventType") in ("COMPLETE", "FAIL", "ABORT"):
+            waits_for |= self._children[run_id]
+        for earlier in waits_for:
+            self._nodes[earlier].dependents.append(seq)
+        node.waiting = len(waits_for)
+        self._nodes[seq] = node
+        if run_id:
+            self._last_of_run[run_id] = seq
+        if parent_id:
+            self._children.setdefault(parent_id, set()).add(seq)
+        if not node.waiting:
+            self._make_ready(seq)
+
+    def _make_ready(self, seq: int) -> None:
+        if self._diverting:  # the spool holds earlier events: this one goes behind them
+            self._keep(self._nodes[seq].event)
+            self._finish(seq)
+        else:
+            self._ready.append(seq)
+            self._cv.notify_all()
+
+    def _finish(self, seq: int) -> None:
+        node = self._nodes.pop(seq)
+        if node.run_id and self._last_of_run.get(node.run_id) == seq:
+            del self._last_of_run[node.run_id]
+        if node.parent_id:
+            siblings = self._children.get(node.parent_id)
+            if siblings is not None:
+                siblings.discard(seq)
+                if not siblings:
+                    del self._children[node.parent_id]
+        for later in node.dependents:
+            waiting = self._nodes[later]
+            waiting.waiting -= 1
+            if not waiting.waiting:
+                self._make_ready(later)
+        self._cv.notify_all()
+
+    def _spill_ready(self) -> None:
+        """While diverting: the events ready to go follow the failed one into the spool, in order."""
+        while self._diverting and self._ready:
+            seq = self._ready.popleft()
+            self._keep(self._nodes[seq].event)
+            self._finish(seq)
+
+    def _work(self) -> None:
+        assert self._make_transport is not None
+        transport = self._make_transport()
+        try:
+            while True:
+                with self._cv:
+                    while not self._stopping and not (self._ready and (self._healthy or not self._in_flight)):
+                        self._cv.wait()
+                    if self._stopping and not self._ready:
+                        return
+                    self._spill_ready()
+                    if not self._ready:
+                        continue
+                    seq = self._ready.popleft()
+                    node = self._nodes[seq]
+                    self._in_flight += 1
+                error = self._attempt(transport, node.event)
+                with self._cv:
+                    self._in_flight -= 1
+                    try:
+                        self._settle(node.event, error)
+                    except Exception as bug:  # noqa: BLE001 - a bug costs this event, never the others
+                        self.counts.dropped += 1
+                        self._log_once("settle", f"lineage delivery failed ({type(bug).__name__}: {bug})")
+                    finally:
+                        self._finish(seq)
+                        self._spill_ready()
+        finally:
+            try:
+                transport.close()
+            except Exception:  # noqa: BLE001 - closing a session must not kill the worker noisily
+                pass

@@ -13,6 +13,8 @@ from typing import Any
 
 import attrs
 
+from harvesters.sql.prepared import prepared_call
+
 _SHAPE_TOKENS = re.compile(
     r"(?=[\[\"N'+\-0-9])"  # the first characters of the tokens below: lets the scan skip other text fast
     r"(?:(\[[^\]]*\]|\"[^\"]*\")"  # quoted identifiers: kept (they may contain digits or quotes)
@@ -35,12 +37,17 @@ _DYNAMIC_SQL = re.compile(r"(?i)\bexec(?:ute)?\b\s*(?:\(|immediate\b|[\w.\[\]]*s
 def statement_shape(sql: str) -> str:
     """The statement with its literals replaced by ``?``: equal for runs of one statement with other values.
 
-    ``sp_executesql`` calls are shaped by the statement inside their first literal (the rest are parameters).
+    ``sp_executesql`` calls are shaped by the statement inside their first literal (the rest are parameters), the
+    driver's prepared and cursor calls (``sp_prepexec``, ``sp_cursoropen``, ...) by the statement they carry, and
+    calls carrying none (``sp_execute 5``, ``sp_unprepare``) by the procedure's name alone.
     Other dynamic SQL is its own shape: the text in its literal decides its lineage.
     """
     inner = _SP_EXECUTESQL.match(sql)
     if inner:
         return "sp_executesql:" + statement_shape(inner.group(1).replace("''", "'"))
+    call = prepared_call(sql)
+    if call is not None:  # sp_prepexec / sp_cursoropen ...: shaped by the statement they carry, like sp_executesql
+        return f"{call.procedure}:{statement_shape(call.sql)}" if call.sql is not None else call.procedure
     if _DYNAMIC_SQL.search(sql):
         return sql
     return _SHAPE_TOKENS.sub(_keep_identifiers, sql)

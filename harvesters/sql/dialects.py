@@ -24,8 +24,14 @@ TokenFix = Callable[[list[Token]], tuple[list[Token], list[tuple[int, int]]]]
 UseTarget = Literal["database", "schema"]
 
 # Object kinds whose CREATE/DROP never has run-level lineage, when sqlglot keeps the statement as an opaque
-# command (a procedure body runs only when called; a role or user holds no rows).
-_DEFINITIONS = frozenset({"FUNCTION", "PROCEDURE", "PROC", "ROLE", "USER"})
+# command (a procedure body runs only when called; a role, user, login, share or statistics object holds no rows
+# of its own; a synonym only points at a table).
+_DEFINITIONS = frozenset({
+    "FUNCTION", "PROCEDURE", "PROC", "ROLE", "USER", "LOGIN", "SHARE", "STATISTICS", "CREDENTIAL", "CERTIFICATE",
+    "KEY", "SYNONYM", "TYPE", "SEQUENCE", "ASSEMBLY", "ENDPOINT", "WAREHOUSE", "RESOURCE", "NETWORK", "CONNECTION",
+    "REPLICATION", "FAILOVER", "APPLICATION", "ACCOUNT", "AUDIT", "SPECIFICATION", "SESSION", "WORKLOAD",
+    "CLASSIFIER", "PARTITION", "FULLTEXT", "XML", "MESSAGE", "CONTRACT", "QUEUE", "SERVICE", "ROUTE",
+})
 
 
 @attrs.frozen
@@ -72,6 +78,15 @@ class DialectRules:
     ignored_create_words: dict[str, frozenset[str]] = attrs.field(factory=dict)
     # Object kinds whose CREATE/DROP has no run-level lineage, when sqlglot does not model the statement.
     definition_objects: frozenset[str] = _DEFINITIONS
+    # First words of statements without table lineage that sqlglot's parser misreads (as a column, an alias) or
+    # rejects: at the start of a statement they are read as an opaque command of that name, no lineage.
+    opaque_commands: frozenset[str] = frozenset()
+    # SQL Server's prepared and cursor calls (`sp_prepexec`, `sp_cursoropen`, ...): the statement they carry is
+    # read like sp_executesql's (see harvesters/sql/prepared.py).
+    prepared_calls: bool = False
+    # Tables that are the server's own catalog, not datasets (see harvesters/sql/system.py): case-insensitive
+    # regular expressions over the qualified name as the engine reports it.
+    system_objects: tuple[str, ...] = ()
 
 
 _GO = re.compile(r"^[ \t]*GO(?:[ \t]+\d+)?[ \t\r]*(?:--[^\n]*)?$", re.IGNORECASE | re.MULTILINE)
@@ -85,6 +100,20 @@ _TSQL = dict(
     definition_runs_to_batch_end=True,
     token_fix=_tsql_fix_tokens,
     cte_self_reference_recursive=True,
+    opaque_commands=frozenset({
+        "BACKUP", "RESTORE", "CHECKPOINT", "DBCC", "DENY", "RECONFIGURE", "SHUTDOWN", "REVERT", "SETUSER",
+        "READTEXT", "WRITETEXT", "UPDATETEXT",
+    }),
+    prepared_calls=True,
+    system_objects=(
+        r"(?:[^.]+\.)?sys\.[^.]+",  # catalog views and DMVs: sys.tables, master.sys.dm_exec_requests
+        r"(?:[^.]+\.)?information_schema\.[^.]+",
+        r"msdb\.dbo\.(?:sys|log_shipping_|backup|restore|suspect_pages)\w*",  # SQL Agent, backup history
+        r"master\.dbo\.(?:spt_|sys|mspeer_|msreplication)\w*",
+        r"tempdb\.[^.]*\.[^.]+",  # work tables of the server itself (session temp tables are #t, not these)
+        r"(?:[^.]+\.)?dbo\.sys(?:objects|columns|indexes|users|databases|processes|jobs|jobhistory|jobsteps"
+        r"|jobschedules|schedules|comments|depends|files|filegroups|logins|servers|types)",
+    ),
 )
 
 # Dialect name (as the caller and cases.jsonl spell it) -> rules.
@@ -113,6 +142,10 @@ DIALECTS: dict[str, DialectRules] = {
         # when it runs; a STREAM is an offset on its table): their definitions have no lineage.
         definition_objects=_DEFINITIONS
         | {"ALERT", "INTEGRATION", "PIPE", "POLICY", "RULE", "SECRET", "STREAM", "TASK"},
+        system_objects=(
+            r"(?:[^.]+\.)?information_schema\.[^.]+",  # every database's INFORMATION_SCHEMA views
+            r"snowflake\.[^.]+\.[^.]+",  # the shared SNOWFLAKE database: ACCOUNT_USAGE, ORGANIZATION_USAGE, ...
+        ),
     ),
     "postgres": DialectRules("postgres", sqlglot="postgres"),
     # Redshift SQL written by SQL Server-minded tools uses [bracketed] names, which only tsql reads.

@@ -22,6 +22,7 @@ from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.tokens import Token, TokenType
 
 from harvesters.sql.dialects import DIALECTS, DialectRules, rules_for
+from harvesters.sql.prepared import PreparedCall, prepared_call
 
 __all__ = ["MAX_NESTING", "MAX_SQL_BYTES", "TableLineage", "table_lineage"]
 
@@ -141,9 +142,10 @@ _NO_LINEAGE: dict[type[exp.Expr], str] = {
 }
 # Statements sqlglot keeps as an opaque Command whose first keyword says they have no table lineage.
 _NO_LINEAGE_COMMANDS = frozenset(
-    "ADD BEGIN CALL CHECKPOINT CLOSE COMMIT DBCC DEALLOCATE DECLARE DENY DESC DESCRIBE END EXEC EXECUTE "
-    "EXPLAIN FETCH GET GO GRANT LIST LS MSCK OPEN OPTIMIZE PRINT PUT RAISERROR RECONFIGURE REMOVE RESET "
-    "RETURN REVOKE RM ROLLBACK SAVE SET SHOW THROW UNSET USE VACUUM WAITFOR".split()
+    "ADD BACKUP BEGIN CALL CHECKPOINT CLOSE COMMIT DBCC DEALLOCATE DECLARE DENY DESC DESCRIBE END EXEC EXECUTE "
+    "EXPLAIN FETCH GET GO GRANT LIST LS MSCK OPEN OPTIMIZE PREPARE PRINT PUT RAISERROR READTEXT RECONFIGURE "
+    "REMOVE RESET RESTORE RETURN REVERT REVOKE RM ROLLBACK SAVE SET SETUSER SHOW SHUTDOWN THROW UNSET "
+    "UPDATETEXT USE VACUUM WAITFOR WRITETEXT".split()
 ) | {"UPDATE STATISTICS"}
 # Abbreviations reported under their full statement type.
 _KEYWORD_NAMES = {"EXEC": "EXECUTE", "DESC": "DESCRIBE"}
@@ -184,9 +186,13 @@ class _Analyzer:
     # ---- driving -------------------------------------------------------------------------------------
 
     def run(self, sql: str) -> TableLineage:
-        batches = self.rules.batch_separator.split(sql) if self.rules.batch_separator else [sql]
-        for batch in batches:
-            self._batch(batch)
+        call = prepared_call(sql) if self.rules.prepared_calls else None
+        if call is not None:
+            self._prepared(call)
+        else:
+            batches = self.rules.batch_separator.split(sql) if self.rules.batch_separator else [sql]
+            for batch in batches:
+                self._batch(batch)
         errors = list(dict.fromkeys(self.errors))
         if not errors and not self.types:
             errors = ["empty: no SQL statement"]
@@ -201,6 +207,17 @@ class _Analyzer:
             statement_types=list(self.types),
             error=error,
         )
+
+    def _prepared(self, call: PreparedCall) -> None:
+        """A driver's prepared/cursor call (harvesters/sql/prepared.py): the statement it runs, like
+        sp_executesql's; a prepare-only call has no lineage of its own, nor has `sp_execute <handle>` here (the
+        harvester resolves the handle through the session)."""
+        if call.runs and call.sql is not None:
+            self._batch(call.sql)
+        elif call.sql is not None:
+            self.types["PREPARE"] = None
+        else:
+            self.types["EXECUTE PREPARED" if call.runs else "EXECUTE"] = None
 
     def _batch(self, text: str) -> None:
         outer, self.text = self.text, text  # dynamic SQL reads an inner batch in the middle of this one
@@ -236,8 +253,12 @@ class _Analyzer:
             tokens = _drop_create_words(tokens, self.rules.ignored_create_words)
         if self.rules.token_fix:
             tokens, spans = self.rules.token_fix(tokens)
-        for statement in self._parse(tokens, text):
-            self._statement(statement)
+        for piece, command in _opaque_pieces(tokens, self.rules.opaque_commands):
+            if command:  # BACKUP / DBCC / CHECKPOINT ...: sqlglot misreads these; no lineage
+                self.types[command] = None
+                continue
+            for statement in self._parse(piece, text):
+                self._statement(statement)
         for start, end in spans:  # T-SQL OUTPUT ... INTO targets cut out by the token fix
             name = self._name(self._to_table(text[start : end + 1]))
             if name:
@@ -509,6 +530,11 @@ class _Analyzer:
     def _block(self, node: exp.Expr) -> None:
         """IF / WHILE / BEGIN...END: the condition's tables are read, then each inner statement counts."""
         condition = node.this if isinstance(node, (exp.IfBlock, exp.WhileBlock)) else None
+        if isinstance(condition, exp.Alias) and condition.alias.upper() in ("COMMIT", "ROLLBACK"):
+            # `IF @@TRANCOUNT > 0 COMMIT TRAN`: sqlglot reads COMMIT as the condition's alias and TRAN as a column
+            self.types[condition.alias.upper()] = None
+            self._lineage(None, [condition.this])
+            return
         if condition is not None:
             self._lineage(None, [condition])  # typed by the statements inside
         bodies = [node.args.get(k) for k in ("true", "false", "body")] if condition is not None else [node]
@@ -526,6 +552,8 @@ class _Analyzer:
         text = expression.name if isinstance(expression, exp.Literal) else str(expression or "")
         if keyword == "ALTER":
             self._alter_command(text)
+        elif keyword == "RENAME" and self._rename_command(text):
+            pass
         elif keyword in _NO_LINEAGE_COMMANDS or keyword.split(" ")[0] in _NO_LINEAGE_COMMANDS:
             self.types[keyword] = None
         elif keyword in ("CREATE", "DROP") and self._is_definition(text):
@@ -533,6 +561,19 @@ class _Analyzer:
         else:
             self.types[keyword] = None
             self.errors.append(f"unsupported statement: {keyword}")
+
+    def _rename_command(self, text: str) -> bool:
+        """Synapse/SQL DW `RENAME OBJECT [::] [db.]s.a TO b` (the swap after a CTAS): b, in a's schema, holds a's
+        rows. False when the text is not that form."""
+        match = re.fullmatch(r"\s*OBJECT\s*(?:::)?\s*(.+?)\s+TO\s+(\S+)\s*;?\s*", text, re.IGNORECASE | re.DOTALL)
+        source = self._to_table(match.group(1)) if match else None
+        new = self._to_table(match.group(2)) if match else None
+        if match is None or source is None or new is None:
+            return False
+        target = source.copy()
+        target.set("this", new.this)
+        self._lineage("RENAME", [source], [(target, _WRITE)])
+        return True
 
     def _is_definition(self, text: str) -> bool:
         """Whether the text after CREATE/DROP names an object kind without lineage (`OR REPLACE MASKING POLICY
@@ -823,6 +864,49 @@ def _segments(tokens: list[Token]) -> Iterator[list[Token]]:
         chunk.append(token)
     if chunk:
         yield chunk
+
+
+# Tokens after which a word on a new line cannot start a statement (the word continues an expression or list).
+_NOT_BEFORE_STATEMENT = frozenset({
+    TokenType.COMMA, TokenType.DOT, TokenType.L_PAREN, TokenType.EQ, TokenType.PLUS, TokenType.DASH,
+    TokenType.STAR, TokenType.SLASH, TokenType.SELECT, TokenType.FROM, TokenType.JOIN, TokenType.AND, TokenType.OR,
+    TokenType.WHERE, TokenType.ALIAS, TokenType.SET, TokenType.INTO, TokenType.TABLE,
+})
+
+
+def _opaque_pieces(tokens: list[Token], words: frozenset[str]) -> Iterator[tuple[list[Token], str | None]]:
+    """The batch cut around statements opening with one of the dialect's opaque command `words` (see
+    DialectRules.opaque_commands): (tokens, None) pieces to parse and ([], WORD) for each such command. A word
+    opens a statement first in the batch, after `;`, or first on its line after a token that ends a clause.
+    The command runs to the next `;` or the next line starting with a statement keyword."""
+    if not words or not any(t.text.upper() in words for t in tokens):
+        yield tokens, None
+        return
+    piece: list[Token] = []
+    command: str | None = None
+    previous: Token | None = None
+    for token in tokens:
+        kind, word = token.token_type, token.text.upper()
+        new_line = previous is not None and token.line != previous.line
+        at_start = previous is None or previous.token_type == TokenType.SEMICOLON or (
+            new_line and previous.token_type not in _NOT_BEFORE_STATEMENT)
+        if command is not None:
+            if kind == TokenType.SEMICOLON or (at_start and (kind in _STARTS or kind in (
+                    TokenType.SELECT, TokenType.WITH, TokenType.SET, TokenType.BEGIN) or word in words)):
+                yield [], command
+                command = None
+        if command is None:
+            if at_start and word in words and kind in (TokenType.VAR, TokenType.COMMAND):
+                if piece:
+                    yield piece, None
+                piece, command = [], word
+            else:
+                piece.append(token)
+        previous = token
+    if command is not None:
+        yield [], command
+    if piece:
+        yield piece, None
 
 
 def _split_point(chunk: list[Token], exc: ParseError, dialect: Dialect) -> int:

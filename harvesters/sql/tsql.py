@@ -1,18 +1,20 @@
-"""T-SQL token fixes applied before sqlglot parses a batch.
+"""T-SQL token rewrites applied before sqlglot parses a batch: a table of named rules (:data:`RULES`).
 
-sqlglot 30's T-SQL grammar rejects some common forms: `OUTPUT ... INTO dbo.t (cols)` (it accepts only a
-bare name after INTO), `DELETE FROM t [OUTPUT ...] [FROM t JOIN x ...] WHERE ...`, `DELETE|UPDATE|INSERT
-TOP (n)`, compound assignment `SET col += x`, `EXEC (N'...')` and `BULK INSERT t FROM 'file'`.
-Subclassing the parser is not an option (the compiled `sqlglot[c]` build forbids Python subclasses of its
-classes), so these fixes rewrite the token list instead: the OUTPUT clause is cut out (it only returns
-rows, except for its INTO table, which is reported separately), TOP (n) [PERCENT] is dropped, `col += x`
-becomes `col = x`, the first FROM of a double-FROM DELETE is dropped (giving `DELETE t FROM t JOIN x`,
-which sqlglot reads as a multi-table delete whose target is `t`), EXEC's N'' literal becomes a plain
-string, and BULK INSERT keeps only `INSERT t`.
+sqlglot 30's T-SQL grammar rejects some common forms. Subclassing the parser is not an option (the compiled
+``sqlglot[c]`` build forbids Python subclasses of its classes), so each form is rewritten in the token list
+instead, by one named rule: where it is tried (the token kinds it starts at), what the batch must contain for it
+to be worth a look, and the rewrite. :func:`fix_tokens` walks a batch's tokens once and, at each token, tries the
+rules that start at its kind, in table order; the first that rewrites wins.
+
+Rules (see each function's docstring): ``exec_national_literal``, ``bulk_insert``, ``dml_top``,
+``delete_double_from``, ``output_clause``, ``compound_assignment``, ``synapse_table_options``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import attrs
 from sqlglot.tokens import Token, TokenType
 
 # Keywords that open the statements whose OUTPUT clause we cut (depth 0, latest one wins).
@@ -29,14 +31,205 @@ _OUTPUT_END = _STATEMENT_START | {
     TokenType.OPTION, TokenType.INTO, TokenType.SET,
 }
 _NAME_PREFIX = {TokenType.HASH, TokenType.PARAMETER}
-# Tokens without which a batch needs no fix.
-_TRIGGERS = _DML | {TokenType.SET, TokenType.EXECUTE}
 # Operators of T-SQL compound assignment (`SET col += 1`), which sqlglot reads as a binary operator
 # missing its right side; dropping the operator keeps `SET col = 1`, the same lineage.
-_COMPOUND = {
+_COMPOUND = frozenset({
     TokenType.PLUS, TokenType.DASH, TokenType.STAR, TokenType.SLASH, TokenType.MOD, TokenType.AMP,
     TokenType.PIPE, TokenType.CARET,
-}
+})
+# Azure Synapse / SQL DW / Fabric table options of `CREATE TABLE t [(cols)] WITH (...) [AS SELECT ...]`: where
+# and how rows are stored, never where they come from. sqlglot reads `DISTRIBUTION = HASH(k)` but not
+# `CLUSTERED COLUMNSTORE INDEX`, `CLUSTERED INDEX (a)` or `PARTITION (d RANGE RIGHT FOR VALUES (...))`.
+_SYNAPSE_OPTIONS = frozenset({
+    "DISTRIBUTION", "CLUSTERED", "HEAP", "PARTITION", "LOCATION", "DATA_SOURCE", "FILE_FORMAT", "REJECT_TYPE",
+    "REJECT_VALUE", "REJECT_SAMPLE_VALUE", "REJECTED_ROW_LOCATION", "CLUSTERED_COLUMNSTORE_INDEX",
+})
+
+
+class _Pass:
+    """One walk over a batch's tokens: the rules read `tokens`/`kinds` and append to `out`."""
+
+    def __init__(self, tokens: list[Token]) -> None:
+        self.tokens = tokens
+        self.kinds = [token.token_type for token in tokens]
+        self.n = len(tokens)
+        self.out: list[Token] = []
+        self.into_spans: list[tuple[int, int]] = []
+        self.depth = 0  # parenthesis depth of the token being looked at
+        self.statement: TokenType | None = None  # keyword of the depth-0 statement being read
+
+    def kind(self, i: int) -> TokenType | None:
+        return self.kinds[i] if i < self.n else None
+
+
+#: A rule's rewrite at index ``i``: the index to continue from after appending its tokens to ``p.out``, or None
+#: when the rule does not apply there (the token is then kept and the next rule tried).
+Rewrite = Callable[[_Pass, int], "int | None"]
+
+
+@attrs.frozen
+class TokenRule:
+    """One named T-SQL rewrite (see :data:`RULES`)."""
+
+    name: str
+    at: frozenset[TokenType]  # kinds of the token the rule is tried at
+    needs: frozenset[TokenType]  # kinds the batch must hold for the rule to be worth trying (one of them)
+    rewrite: Rewrite
+
+
+def _exec_national_literal(p: _Pass, i: int) -> int | None:
+    """``EXEC (N'...')``: sqlglot reads ``EXEC ('...')`` as dynamic SQL but rejects the N'' literal."""
+    if p.kind(i + 1) != TokenType.L_PAREN or i + 2 >= p.n:
+        return None
+    p.out.append(p.tokens[i])
+    p.out.append(p.tokens[i + 1])
+    p.depth += 1
+    if p.kinds[i + 2] == TokenType.NATIONAL_STRING:
+        t = p.tokens[i + 2]
+        p.out.append(Token(TokenType.STRING, t.text, t.line, t.col, t.start, t.end, t.comments))
+        return i + 3
+    return i + 2
+
+
+def _bulk_insert(p: _Pass, i: int) -> int | None:
+    """``BULK INSERT t FROM 'file' [WITH (...)]``: keep ``INSERT t``, a write to t with no table read."""
+    if p.depth or p.tokens[i].text.upper() != "BULK" or p.kind(i + 1) != TokenType.INSERT:
+        return None
+    end = _skip_name(p.tokens, i + 2)
+    p.out.extend(p.tokens[i + 1 : end])
+    i = end
+    if p.kind(i) == TokenType.FROM and p.kind(i + 1) == TokenType.STRING:
+        i += 2
+        if p.kind(i) == TokenType.WITH:
+            i = _skip_group(p.tokens, i + 1)
+    return i
+
+
+def _dml_top(p: _Pass, i: int) -> int | None:
+    """``DELETE|UPDATE|INSERT TOP (n) [PERCENT]``: a row limit, irrelevant to lineage, is dropped (and a DELETE's
+    double FROM fixed as by ``delete_double_from``)."""
+    if p.depth or p.kind(i + 1) != TokenType.TOP:
+        return None
+    is_delete = p.kinds[i] == TokenType.DELETE
+    p.out.append(p.tokens[i])
+    i = _skip_group(p.tokens, i + 2)
+    if p.kind(i) == TokenType.PERCENT:
+        i += 1
+    return _fix_double_from(p, i) if is_delete else i
+
+
+def _delete_double_from(p: _Pass, i: int) -> int | None:
+    """``DELETE FROM t [WITH (hints)] [OUTPUT ...] FROM t JOIN x ...``: the first FROM is dropped, giving
+    ``DELETE t FROM t JOIN x``, which sqlglot reads as a multi-table delete whose target is t."""
+    if p.depth:
+        return None
+    p.out.append(p.tokens[i])
+    return _fix_double_from(p, i + 1)
+
+
+def _output_clause(p: _Pass, i: int) -> int | None:
+    """``OUTPUT ... [INTO t [(cols)]]`` of a DML statement (sqlglot tokenizes OUTPUT as RETURNING): cut out, as
+    it only returns rows, except for its INTO table, whose span is reported as an extra write target."""
+    if p.depth or p.statement not in _DML:
+        return None
+    i, span = _skip_output(p.tokens, p.kinds, i)
+    if span:
+        p.into_spans.append(span)
+    return i
+
+
+def _compound_assignment(p: _Pass, i: int) -> int | None:
+    """``SET col += x``: the operator is dropped (``col = x``, same lineage)."""
+    if p.kind(i + 1) == TokenType.EQ and p.tokens[i].end + 1 == p.tokens[i + 1].start:
+        return i + 1
+    return None
+
+
+def _synapse_table_options(p: _Pass, i: int) -> int | None:
+    """``CREATE TABLE t [(cols)] WITH (DISTRIBUTION = HASH(k), CLUSTERED COLUMNSTORE INDEX | HEAP | CLUSTERED
+    INDEX (a) , PARTITION (...)) [AS SELECT ...]`` (Azure Synapse, SQL DW, Fabric; also CETAS' ``LOCATION``,
+    ``DATA_SOURCE``, ``FILE_FORMAT``): the storage options are dropped, the CTAS' SELECT stays."""
+    if p.depth:
+        return None
+    j = i + 1
+    if j < p.n and p.tokens[j].text.upper() == "EXTERNAL":
+        j += 1
+    if p.kind(j) != TokenType.TABLE:
+        return None
+    name_end = _skip_name(p.tokens, j + 1)
+    after_columns = _skip_group(p.tokens, name_end)
+    if p.kind(after_columns) != TokenType.WITH or p.kind(after_columns + 1) != TokenType.L_PAREN:
+        return None
+    group_end = _skip_group(p.tokens, after_columns + 1)
+    words = {t.text.upper() for t in p.tokens[after_columns + 2 : group_end]}
+    if not words & _SYNAPSE_OPTIONS:
+        return None
+    p.out.extend(p.tokens[i:after_columns])
+    return group_end
+
+
+#: The T-SQL rewrites, in the order they are tried at a token.
+RULES: tuple[TokenRule, ...] = (
+    TokenRule("exec_national_literal", frozenset({TokenType.EXECUTE}), frozenset({TokenType.EXECUTE}),
+              _exec_national_literal),
+    TokenRule("bulk_insert", frozenset({TokenType.VAR}), frozenset({TokenType.INSERT}), _bulk_insert),
+    TokenRule("dml_top", frozenset(_DML), frozenset(_DML), _dml_top),
+    TokenRule("delete_double_from", frozenset({TokenType.DELETE}), frozenset({TokenType.DELETE}),
+              _delete_double_from),
+    TokenRule("output_clause", frozenset({TokenType.RETURNING}), frozenset({TokenType.RETURNING}),
+              _output_clause),
+    TokenRule("compound_assignment", _COMPOUND, frozenset({TokenType.SET, TokenType.SELECT, TokenType.UPDATE}),
+              _compound_assignment),
+    TokenRule("synapse_table_options", frozenset({TokenType.CREATE}), frozenset({TokenType.WITH}),
+              _synapse_table_options),
+)
+
+
+def _rules_by_kind(rules: tuple[TokenRule, ...]) -> dict[TokenType, tuple[TokenRule, ...]]:
+    by_kind: dict[TokenType, list[TokenRule]] = {}
+    for rule in rules:
+        for kind in rule.at:
+            by_kind.setdefault(kind, []).append(rule)
+    return {kind: tuple(found) for kind, found in by_kind.items()}
+
+
+_BY_KIND = _rules_by_kind(RULES)
+# A batch holding none of these needs no rewrite (most batches: the walk is skipped).
+_TRIGGERS = frozenset().union(*(rule.needs for rule in RULES))
+
+
+def fix_tokens(tokens: list[Token]) -> tuple[list[Token], list[tuple[int, int]]]:
+    """Rewrite a T-SQL batch's tokens into a form sqlglot parses, by the rules of :data:`RULES`.
+
+    Returns the new token list and the source spans `(start, end)` (inclusive character offsets) of the
+    `OUTPUT ... INTO <table>` targets that were cut out, for the caller to report as outputs.
+    """
+    p = _Pass(tokens)
+    present = set(p.kinds)
+    if not (_TRIGGERS & present):
+        return tokens, []
+    active = {kind: tuple(r for r in rules if r.needs & present) for kind, rules in _BY_KIND.items()}
+    i = 0
+    while i < p.n:
+        kind = p.kinds[i]
+        if p.depth == 0 and kind in _STATEMENT_START:
+            p.statement = kind
+        for rule in active.get(kind, ()):
+            after = rule.rewrite(p, i)
+            if after is not None:
+                i = after
+                break
+        else:
+            if kind == TokenType.L_PAREN:
+                p.depth += 1
+            elif kind == TokenType.R_PAREN:
+                p.depth = max(p.depth - 1, 0)
+            p.out.append(tokens[i])
+            i += 1
+    return p.out, p.into_spans
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------
 
 
 def _skip_name(tokens: list[Token], i: int) -> int:
@@ -71,84 +264,9 @@ def _skip_group(tokens: list[Token], i: int) -> int:
     return len(tokens)
 
 
-def fix_tokens(tokens: list[Token]) -> tuple[list[Token], list[tuple[int, int]]]:
-    """Rewrite a T-SQL batch's tokens into a form sqlglot parses.
-
-    Returns the new token list and the source spans `(start, end)` (inclusive character offsets) of the
-    `OUTPUT ... INTO <table>` targets that were cut out, for the caller to report as outputs.
-    """
-    kinds = [token.token_type for token in tokens]
-    if not (_TRIGGERS & set(kinds)):
-        return tokens, []
-    out: list[Token] = []
-    into_spans: list[tuple[int, int]] = []
-    depth = 0
-    statement: TokenType | None = None
-    i, n = 0, len(tokens)
-    while i < n:
-        kind = kinds[i]
-        if depth == 0 and kind in _STATEMENT_START:
-            statement = kind
-        if kind == TokenType.EXECUTE and i + 2 < n and kinds[i + 1] == TokenType.L_PAREN:
-            # EXEC (N'...'): sqlglot reads EXEC ('...') as dynamic SQL but rejects the N'' literal.
-            out.append(tokens[i])
-            out.append(tokens[i + 1])
-            if kinds[i + 2] == TokenType.NATIONAL_STRING:
-                t = tokens[i + 2]
-                out.append(Token(TokenType.STRING, t.text, t.line, t.col, t.start, t.end, t.comments))
-                i += 3
-            else:
-                i += 2
-            depth += 1
-            continue
-        if depth == 0 and kind == TokenType.VAR and tokens[i].text.upper() == "BULK" and i + 1 < n \
-                and kinds[i + 1] == TokenType.INSERT:
-            # BULK INSERT t FROM 'file' [WITH (...)]: keep `INSERT t`, a write to t with no table read.
-            end = _skip_name(tokens, i + 2)
-            out.extend(tokens[i + 1 : end])
-            i = end
-            if i + 1 < n and kinds[i] == TokenType.FROM and kinds[i + 1] == TokenType.STRING:
-                i += 2
-                if i < n and kinds[i] == TokenType.WITH:
-                    i = _skip_group(tokens, i + 1)
-            continue
-        if depth == 0 and kind in _DML and i + 1 < n and kinds[i + 1] == TokenType.TOP:
-            # DELETE|UPDATE|INSERT TOP (n) [PERCENT]: a row limit, irrelevant to lineage.
-            out.append(tokens[i])
-            i = _skip_group(tokens, i + 2)
-            if i < n and kinds[i] == TokenType.PERCENT:
-                i += 1
-            if kind == TokenType.DELETE:
-                i = _fix_double_from(tokens, kinds, i, out)
-            continue
-        if depth == 0 and kind == TokenType.DELETE:
-            out.append(tokens[i])
-            i = _fix_double_from(tokens, kinds, i + 1, out)
-            continue
-        if depth == 0 and kind == TokenType.RETURNING and statement in _DML:
-            i, span = _skip_output(tokens, kinds, i)
-            if span:
-                into_spans.append(span)
-            continue
-        if (
-            kind in _COMPOUND
-            and i + 1 < n
-            and kinds[i + 1] == TokenType.EQ
-            and tokens[i].end + 1 == tokens[i + 1].start
-        ):
-            i += 1
-            continue
-        if kind == TokenType.L_PAREN:
-            depth += 1
-        elif kind == TokenType.R_PAREN:
-            depth = max(depth - 1, 0)
-        out.append(tokens[i])
-        i += 1
-    return out, into_spans
-
-
-def _fix_double_from(tokens: list[Token], kinds: list[TokenType], i: int, out: list[Token]) -> int:
+def _fix_double_from(p: _Pass, i: int) -> int:
     """At `DELETE ^FROM t [WITH (hints)] [OUTPUT ...] FROM ...`: drop the first FROM; return next index."""
+    tokens, kinds = p.tokens, p.kinds
     if i >= len(tokens) or kinds[i] != TokenType.FROM:
         return i
     j = _skip_name(tokens, i + 1)

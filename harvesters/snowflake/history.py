@@ -240,14 +240,28 @@ def read_history(stream: IO[str]) -> Iterator[HistoryRow | Unreadable]:
     if head.lstrip().startswith("{"):
         yield from _json_lines(head, stream)
     else:
-        reader = csv.DictReader(_chain(head, stream))
-        for values in reader:
-            yield row_from_mapping(values)
+        yield from _csv_rows(head, stream)
 
 
 def _chain(first: str, stream: IO[str]) -> Iterator[str]:
     yield first
     yield from stream
+
+
+#: Why a piece of an export is not a row (counted as unreadable; the rest of the file is still read).
+BAD_UTF8 = "invalid UTF-8"
+UNCLOSED_QUOTE = "unclosed quote (the row's text ran into the next rows)"
+
+
+def _bad_utf8(line: str) -> bool:
+    """The line held bytes that are not UTF-8 (:func:`open_history` decodes them as lone surrogates)."""
+    if line.isascii():  # nearly every line: one fast C pass
+        return False
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _json_lines(first: str, stream: IO[str]) -> Iterator[HistoryRow | Unreadable]:
@@ -256,10 +270,103 @@ def _json_lines(first: str, stream: IO[str]) -> Iterator[HistoryRow | Unreadable
             continue
         try:
             values = orjson.loads(line)
-        except ValueError:  # orjson.JSONDecodeError is one
-            yield Unreadable("malformed JSON line")
+        except ValueError:  # orjson.JSONDecodeError is one (and orjson refuses the lone surrogates of bad bytes)
+            yield Unreadable(BAD_UTF8 if _bad_utf8(line) else "malformed JSON line")
             continue
         yield row_from_mapping(values) if isinstance(values, Mapping) else Unreadable("malformed JSON line")
+
+
+class _UnclosedQuoteError(Exception):
+    """A line read to continue a quoted field is a row of its own: the field's quote was never closed."""
+
+
+class _Lines:
+    """The physical lines of a CSV export, fed to :mod:`csv` one at a time, remembering those of the record being
+    read (to start again after a broken one) and watching the lines that continue a quoted field: one that is
+    itself a well-formed row means the quote was never closed, and stops the record there (:class:`_UnclosedQuoteError`)
+    instead of letting it swallow every row up to the next stray quote or the end of the file."""
+
+    def __init__(self, lines: Iterator[str], is_row: Callable[[str], bool]) -> None:
+        self._lines = lines
+        self._back: list[str] = []  # lines to read again, last first
+        self._is_row = is_row
+        self.record: list[str] = []  # the lines of the record being read
+        self.bad_bytes = False  # one of them held bytes that are not UTF-8
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = self._back.pop() if self._back else next(self._lines)
+        if self.record and self._is_row(line):
+            self._back.append(line)
+            raise _UnclosedQuoteError
+        self.record.append(line)
+        if _bad_utf8(line):
+            self.bad_bytes = True
+        return line
+
+    def take(self) -> tuple[list[str], bool]:
+        """The lines of the record just read (and whether they held bad bytes); the next record starts empty."""
+        record, bad, self.record, self.bad_bytes = self.record, self.bad_bytes, [], False
+        return record, bad
+
+    def again(self, lines: list[str]) -> None:
+        """Read ``lines`` again (the rest of a broken record: the rows its open quote swallowed)."""
+        self._back.extend(reversed(lines))
+
+
+def _csv_rows(first: str, stream: IO[str]) -> Iterator[HistoryRow | Unreadable]:
+    """The rows of a CSV export (header in ``first``), every physical record accounted for: a row with the header's
+    number of fields, or an :class:`Unreadable` with its reason. A quote left open stops at the next line that is a
+    row of its own (that row and the ones after it are read as usual); a record with bytes that are not UTF-8 is
+    one unreadable row."""
+    names = [name.strip() for name in next(csv.reader([first]), [])]
+    width = len(names)
+    upper = [name.upper() for name in names]
+    id_col = upper.index("QUERY_ID") if "QUERY_ID" in upper else None
+    time_col = upper.index("START_TIME") if "START_TIME" in upper else None
+
+    def is_row(line: str) -> bool:
+        # cheap first: a row has at least width - 1 commas; then its QUERY_ID and START_TIME must read
+        if id_col is None or time_col is None or line.count(",") < width - 1:
+            return False
+        fields = next(csv.reader([line]), [])
+        if len(fields) != width or not fields[id_col].strip():
+            return False
+        try:
+            parse_time(fields[time_col])
+        except ValueError:
+            return False
+        return True
+
+    lines = _Lines(stream, is_row)
+    while True:
+        reader = csv.reader(lines)  # a new reader after a broken record: the old one's state is lost
+        try:
+            for fields in reader:
+                record, bad_bytes = lines.take()
+                if not fields or (len(fields) == 1 and not fields[0].strip() and len(record) == 1):
+                    continue  # a blank line
+                if bad_bytes:
+                    yield Unreadable(BAD_UTF8)
+                elif len(fields) == width:
+                    yield row_from_mapping(dict(zip(names, fields)))
+                elif len(record) > 1:  # a quote left open to the end of the file
+                    yield Unreadable(UNCLOSED_QUOTE)
+                    lines.again(record[1:])
+                    break
+                else:
+                    yield Unreadable(f"{len(fields)} fields where the header has {width}")
+            else:
+                return
+        except _UnclosedQuoteError:
+            lines.take()
+            yield Unreadable(UNCLOSED_QUOTE)
+        except csv.Error as error:  # a field over csv.field_size_limit: read its lines again as rows
+            record, _ = lines.take()
+            yield Unreadable(f"malformed CSV record ({error})")
+            lines.again(record[1:])
 
 
 def in_start_order(rows: Iterable[HistoryRow | Unreadable], hold: int = DEFAULT_REORDER_ROWS
@@ -821,6 +928,11 @@ class SeenQueries:
 # ---- the harvest loop ----------------------------------------------------------------------------------
 
 
+#: How far after the harvest's own clock a row may end (clocks drift a little): later ones are from the future.
+FUTURE_TOLERANCE = timedelta(minutes=5)
+FROM_THE_FUTURE = "END_TIME in the future"
+
+
 class HarvestCounts(_BaseCounts):
     """What a Snowflake harvest read and skipped; ``events`` counts history rows, rows outside the window are
     counted in ``source`` with their side."""
@@ -832,9 +944,12 @@ class Harvest:
     """Feeds history rows through the converter into the task grouper, within a window on END_TIME."""
 
     def __init__(self, converter: RowConverter, grouper: TaskGrouper, window: Window, seen: SeenQueries,
-                 tick: Callable[[Harvest], None] | None = None) -> None:
+                 tick: Callable[[Harvest], None] | None = None, now: datetime | None = None) -> None:
         self.converter = converter
         self.grouper = grouper
+        #: rows ending after this are from the future: counted, never harvested (they would move the window,
+        #: saved as the latest END_TIME, past every row still to come)
+        self.not_after = (now or datetime.now(timezone.utc)) + FUTURE_TOLERANCE
         converter.job_namespace = grouper.job_namespace  # a dbt invocation's run is a job of this namespace
         self.window = window
         self.seen = seen
@@ -847,6 +962,9 @@ class Harvest:
         """Handle one row (rows must come in START_TIME order, see :func:`in_start_order`)."""
         if isinstance(row, Unreadable):
             self.counts.unreadable[row.reason] += 1
+            return
+        if row.end > self.not_after:
+            self.counts.unreadable[FROM_THE_FUTURE] += 1
             return
         self.counts.events += 1
         if self._tick is not None and self.counts.events % 2048 == 0:
@@ -892,7 +1010,8 @@ class Harvest:
 
 
 def open_history(path: str) -> IO[str]:
-    """A history file (``-`` = stdin) as text; UTF-8 with or without a byte order mark."""
+    """A history file (``-`` = stdin) as text; UTF-8 with or without a byte order mark. A byte that is not UTF-8
+    is read as a lone surrogate (``surrogateescape``), so it costs its row (:data:`BAD_UTF8`), not the file."""
     if path == "-":
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig", newline="")
-    return open(path, encoding="utf-8-sig", newline="")
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8-sig", errors="surrogateescape", newline="")
+    return open(path, encoding="utf-8-sig", errors="surrogateescape", newline="")

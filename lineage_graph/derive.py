@@ -66,45 +66,77 @@ def refresh(conn: sqlite3.Connection) -> int:
         return 0
     conn.execute("BEGIN IMMEDIATE")
     try:
-        dirty = [j for (j,) in conn.execute("SELECT job_id FROM dirty_jobs")]
-        for job_id in dirty:
-            _rebuild_job(conn, job_id)
+        count = _rebuild_jobs(conn)
         _rebuild_hierarchy(conn)
         conn.execute("DELETE FROM dirty_jobs")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    return len(dirty)
+    return count
 
 
-def _rebuild_job(conn: sqlite3.Connection, job_id: int) -> None:
-    rows = conn.execute("SELECT run_id, state_rank, start_t, code, inputs, outputs, state, end_t, error, "
-                        "job_type, integration FROM runs WHERE job_id=? ORDER BY start_t, end_t, run_id",
-                        (job_id,)).fetchall()
-    conn.execute("DELETE FROM job_versions WHERE job_id=?", (job_id,))
-    conn.execute("DELETE FROM job_current WHERE job_id=?", (job_id,))
-    conn.execute("DELETE FROM current_io WHERE job_id=?", (job_id,))
-    conn.execute("DELETE FROM dataset_versions WHERE job_id=?", (job_id,))
-    if not rows:
-        return
-    versions = job_versions((r[0], r[1], r[2], r[3], blob_ids(r[4]), blob_ids(r[5])) for r in rows)
-    conn.executemany("INSERT INTO job_versions VALUES (?,?,?,?,?,?,?,?)",
-                     [(job_id, v.version, v.run_id, v.t, v.code, ids_blob(v.inputs), ids_blob(v.outputs),
-                       int(v.lineage_unknown)) for v in versions])
+_RUNS_OF_DIRTY = ("SELECT job_id, run_id, state_rank, start_t, code, inputs, outputs, state, end_t, error, job_type, "
+                  "integration FROM runs WHERE job_id IN (SELECT job_id FROM dirty_jobs) "
+                  "ORDER BY job_id, start_t, end_t, run_id")
+_FLUSH = 20_000  # rows of derived tables written at once (memory stays flat whatever the number of runs)
+
+
+def _rebuild_jobs(conn: sqlite3.Connection) -> int:
+    """All dirty jobs at once: their derived rows deleted with one statement per table, their runs read in one
+    ordered scan (a job at a time, never all runs in memory), the new rows written in batches."""
+    count = conn.execute("SELECT count(*) FROM dirty_jobs").fetchone()[0]
+    for table in ("job_versions", "job_current", "current_io"):
+        conn.execute(f"DELETE FROM {table} WHERE job_id IN (SELECT job_id FROM dirty_jobs)")
+    out: dict[str, list] = {"versions": [], "current": [], "io": [], "types": []}
+
+    def flush() -> None:
+        conn.executemany("INSERT INTO job_versions VALUES (?,?,?,?,?,?,?,?)", out["versions"])
+        conn.executemany("INSERT INTO job_current VALUES (?,?,?,?,?,?,?,?)", out["current"])
+        conn.executemany("INSERT INTO current_io VALUES (?,?,?)", out["io"])
+        conn.executemany("UPDATE jobs SET job_type=?, integration=? WHERE id=?", out["types"])
+        for rows in out.values():
+            rows.clear()
+
+    # a second connection is not needed: SQLite lets one connection write other tables while a scan of `runs`
+    # is open; the scan is read in pages so the writes interleave
+    cursor = conn.execute(_RUNS_OF_DIRTY)
+    job_id = None
+    runs: list[tuple] = []
+    while True:
+        page = cursor.fetchmany(5000)
+        for row in page:
+            if row[0] != job_id:
+                if runs:
+                    _derive_job(job_id, runs, out)
+                job_id, runs = row[0], []
+            runs.append(row[1:])
+        if not page:
+            break
+        if len(out["versions"]) + len(out["io"]) > _FLUSH:
+            flush()
+    if runs:
+        _derive_job(job_id, runs, out)
+    flush()
+    return count
+
+
+def _derive_job(job_id: int, rows: list[tuple], out: dict[str, list]) -> None:
+    """Derived rows of one job from its runs ``(run_id, state_rank, start_t, code, inputs, outputs, state, end_t,
+    error, job_type, integration)`` in time order."""
+    decoded = [(r[0], r[1], r[2], r[3], blob_ids(r[4]), blob_ids(r[5])) for r in rows]
+    versions = job_versions(decoded)
+    out["versions"].extend((job_id, v.version, v.run_id, v.t, v.code, ids_blob(v.inputs), ids_blob(v.outputs),
+                            int(v.lineage_unknown)) for v in versions)
     last = versions[-1]
     latest = rows[-1]
-    conn.execute("INSERT INTO job_current VALUES (?,?,?,?,?,?,?,?)",
-                 (job_id, last.version, int(last.lineage_unknown), latest[0], latest[6], latest[2],
-                  latest[8] if latest[6] == "FAIL" else None, len(rows)))
-    conn.executemany("INSERT INTO current_io VALUES (?,?,?)",
-                     [(job_id, d, 0) for d in last.inputs] + [(job_id, d, 1) for d in last.outputs])
-    # every completed run that writes a dataset makes a new version of it
-    conn.executemany("INSERT OR IGNORE INTO dataset_versions VALUES (?,?,?,?)",
-                     [(d, r[0], job_id, r[7]) for r in rows if r[6] == "COMPLETE" for d in blob_ids(r[5])])
-    typed = [r for r in rows if r[9] is not None]
-    if typed:
-        conn.execute("UPDATE jobs SET job_type=?, integration=? WHERE id=?", (typed[-1][9], typed[-1][10], job_id))
+    out["current"].append((job_id, last.version, int(last.lineage_unknown), latest[0], latest[6], latest[2],
+                           latest[8] if latest[6] == "FAIL" else None, len(rows)))
+    out["io"].extend([(job_id, d, 0) for d in last.inputs] + [(job_id, d, 1) for d in last.outputs])
+    for r in reversed(rows):
+        if r[9] is not None:
+            out["types"].append((r[9], r[10], job_id))
+            break
 
 
 def _rebuild_hierarchy(conn: sqlite3.Connection) -> None:

@@ -2,23 +2,30 @@
 
 Incremental: per file, the byte offset of the last complete line read is kept with the file's device, inode and
 a hash of its first bytes; a file that was truncated, replaced or rotated is read again from the start (events
-already stored are recognised by their hash). Idempotent: an event is the same event when its canonical JSON
+already stored are recognised by their digest). Idempotent: an event is the same event when its canonical JSON
 (keys sorted, no whitespace) is the same; it is stored once, and a run's coalesced row only changes through
 new events. A bad line is counted, named by file and line, and skipped.
+
+Speed: a well-formed event takes :func:`fast_record` (plain tuples, no error messages); anything unusual goes
+through :func:`parse_event`, which names what is wrong. The digests of a run's events are kept in its row, which
+the merge reads anyway, so recognising a known event costs no lookup of its own.
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import re
 import sqlite3
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 import attrs
 import orjson
 
+from .background import in_background, send, worth_a_second_process
 from .store import blob_ids, ids_blob
 
 EVENT_TYPES = frozenset({"START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"})
@@ -26,7 +33,6 @@ TERMINAL = frozenset({"COMPLETE", "ABORT", "FAIL"})
 _UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
 # a Hive-style partition folder at the end of a path: `/dt=2024-01-01`, `/region=eu/` (partitions are one dataset)
 _PARTITION_TAIL = re.compile(r"(?:/[^/=]+=[^/]*)+/?$")
-BATCH = 20_000
 CHUNK = 8 << 20
 HEAD = 4096
 
@@ -181,7 +187,7 @@ def parse_event(event: object) -> Event:
         raise BadEvent("eventTime is missing")
     t = parse_time(event["eventTime"])
     event_type = event.get("eventType")
-    if event_type is not None and event_type not in EVENT_TYPES:
+    if event_type is not None and (not isinstance(event_type, str) or event_type not in EVENT_TYPES):
         raise BadEvent(f"eventType must be one of {', '.join(sorted(EVENT_TYPES))}")
     namespace = _str(job, "namespace", "job.")
     name = _str(job, "name", "job.")
@@ -214,16 +220,144 @@ def parse_event(event: object) -> Event:
     err = run_facets.get("errorMessage")
     if isinstance(err, dict) and isinstance(err.get("message"), str):
         error = err["message"][:2000]
-    # canonical form: the same event written with other key order or spacing is the same event
-    digest = hashlib.blake2b(orjson.dumps(event, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
-    return Event(digest, run_id.lower(), event_type, t, namespace, name, pns, pname, prun,
+    return Event(digest(event), run_id.lower(), event_type, t, namespace, name, pns, pname, prun,
                  code_version(job_facets), job_type, integration, error,
                  _datasets(event, "inputs"), _datasets(event, "outputs"))
 
 
+# -- the fast path ----------------------------------------------------------------------------------------------
+# A record is what the store needs of one valid run event, as a plain tuple (no object per event):
+# (digest, run_id, event_type, t, namespace, name, parent_namespace, parent_name, parent_run_id, code, job_type,
+#  integration, error, inputs, outputs); inputs/outputs are (namespace, name) pairs, normalised at store time
+Record = tuple
+_SORT_KEYS = orjson.OPT_SORT_KEYS
+_uuid_match = _UUID.fullmatch
+
+
+def digest(event: object) -> bytes:
+    """An event's identity: blake2b-128 of its canonical JSON (keys sorted, no whitespace), so the same event
+    written with other key order or spacing, in another file or over HTTP, is the same event."""
+    return hashlib.blake2b(orjson.dumps(event, option=_SORT_KEYS), digest_size=16).digest()
+
+
+# (namespace, name) pairs already checked to be non-empty strings: most events repeat the datasets of earlier runs
+_CHECKED: set[tuple[str, str]] = set()
+_CHECKED_MAX = 200_000
+
+
+def _pairs(items: object) -> tuple[tuple[str, str], ...] | None:
+    if items is None:
+        return ()
+    if type(items) is not list:
+        return None
+    try:
+        pairs = tuple([(item["namespace"], item["name"]) for item in items if type(item) is dict])
+        if len(pairs) != len(items):
+            return None
+        if _CHECKED.issuperset(pairs):  # hashing a pair also rules out unhashable values
+            return pairs
+    except (KeyError, TypeError):
+        return None
+    for ns, name in pairs:
+        if not (isinstance(ns, str) and ns and isinstance(name, str) and name):
+            return None
+    if len(_CHECKED) > _CHECKED_MAX:
+        _CHECKED.clear()
+    _CHECKED.update(pairs)
+    return pairs
+
+
+def fast_record(event: object) -> Record | None:
+    """The record of a well-formed run event, or None when anything is unusual (then :func:`parse_event` decides,
+    with the exact reason). Same checks as ``parse_event`` without building error messages or an object; the
+    tests hold the two to the same answer on generated events."""
+    if type(event) is not dict:
+        return None
+    run = event.get("run")
+    job = event.get("job")
+    if type(run) is not dict or type(job) is not dict:
+        return None
+    run_id = run.get("runId")
+    if not isinstance(run_id, str) or not _uuid_match(run_id):
+        return None
+    when = event.get("eventTime")
+    if not isinstance(when, str):
+        return None
+    try:
+        dt = _fromisoformat(when)
+    except ValueError:
+        return None
+    t = (dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt).timestamp()
+    event_type = event.get("eventType")
+    if event_type is not None and (not isinstance(event_type, str) or event_type not in EVENT_TYPES):
+        return None
+    namespace = job.get("namespace")
+    name = job.get("name")
+    if not (isinstance(namespace, str) and namespace and isinstance(name, str) and name):
+        return None
+    producer = event.get("producer")
+    if producer is not None and not isinstance(producer, str):
+        return None
+    run_facets = run.get("facets") or {}
+    job_facets = job.get("facets") or {}
+    if type(run_facets) is not dict or type(job_facets) is not dict:
+        return None
+    parent = run_facets.get("parent")
+    if parent is None:
+        pns = pname = ""
+        prun = None
+    else:
+        if type(parent) is not dict:
+            return None
+        pjob = parent.get("job")
+        prunf = parent.get("run")
+        if type(pjob) is not dict or type(prunf) is not dict:
+            return None
+        pns = pjob.get("namespace")
+        pname = pjob.get("name")
+        prun = prunf.get("runId")
+        if not (isinstance(pns, str) and pns and isinstance(pname, str) and pname and isinstance(prun, str)
+                and _uuid_match(prun)):
+            return None
+        prun = prun.lower()
+    job_type = integration = error = None
+    jt = job_facets.get("jobType")
+    if isinstance(jt, dict):
+        job_type = jt.get("jobType") if isinstance(jt.get("jobType"), str) else None
+        integration = jt.get("integration") if isinstance(jt.get("integration"), str) else None
+    err = run_facets.get("errorMessage")
+    if isinstance(err, dict) and isinstance(err.get("message"), str):
+        error = err["message"][:2000]
+    code = code_version(job_facets) if "sourceCodeLocation" in job_facets or "sourceCode" in job_facets else None
+    inputs = _pairs(event.get("inputs"))
+    outputs = _pairs(event.get("outputs"))
+    if inputs is None or outputs is None:
+        return None
+    return (digest(event), run_id.lower(), event_type, t, namespace, name, pns, pname, prun, code, job_type,
+            integration, error, inputs, outputs)
+
+
+def event_record(ev: Event) -> Record:
+    """The record of a parsed :class:`Event` (the slow path; its datasets are already normalised, and normalising
+    is idempotent)."""
+    return (ev.hash, ev.run_id, ev.event_type, ev.t, ev.namespace, ev.name, ev.parent_namespace, ev.parent_name,
+            ev.parent_run_id, ev.code, ev.job_type, ev.integration, ev.error, tuple(ev.inputs), tuple(ev.outputs))
+
+
+_fromisoformat = datetime.fromisoformat
 _RANK = {"COMPLETE": 2, "FAIL": 2, "ABORT": 2, "START": 1, "RUNNING": 1, "OTHER": 0}
 _RUN_COLS = ("run_id, job_id, parent_run_id, state, state_rank, state_t, start_t, end_t, code, code_t, job_type, "
-             "jt_t, integration, error, err_t, inputs, outputs, nevents")
+             "jt_t, integration, error, err_t, inputs, outputs, nevents, hashes")
+_NCOLS = 19
+# event digests kept per run: 8 bytes each (only events of one run are compared, so 64 bits are plenty)
+_HASH = 8
+# events per transaction when reading files: big transactions write each b-tree page touched once per commit
+# instead of once per chunk (the runs index is keyed by random run ids); the offsets commit with the rows
+COMMIT_EVENTS = 200_000
+_IN = 900  # ids per `IN (...)` probe
+_PAIR_IDS_MAX = 100_000
+INGEST_GC_THRESHOLDS = (50_000, 50, 100)
+_MISSING = object()
 
 
 class Ingester:
@@ -233,15 +367,44 @@ class Ingester:
         self.conn = conn
         self.datasets: dict[tuple[str, str], int] = {
             (ns, name): i for i, ns, name in conn.execute("SELECT id, namespace, name FROM datasets")}
+        # dataset ids by the (namespace, name) written in events, before normalising (None: not a dataset)
+        self.raw_datasets: dict[tuple[str, str], int | None] = {}
+        self.pair_ids: dict[tuple[tuple[str, str], ...], tuple[int, ...]] = {}
         self.jobs: dict[tuple[str, str, str, str], int] = {
             tuple(r[1:]): r[0] for r in conn.execute(
                 "SELECT id, namespace, name, parent_namespace, parent_name FROM jobs")}
         self.job_keys: dict[int, tuple[str, str, str, str]] = {v: k for k, v in self.jobs.items()}
+        # a database made before event digests moved into the runs (schema 1) still has its table of digests
+        self.legacy = conn.execute("SELECT 1 FROM sqlite_master WHERE name='events'").fetchone() is not None
         self.report = IngestReport()
+        self.pending = 0  # events stored since the open transaction began
+
+    # -- transactions --------------------------------------------------------------------------------------
+    def _begin(self) -> None:
+        if not self.conn.in_transaction:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.pending = 0
+
+    def _commit(self) -> None:
+        if self.conn.in_transaction:
+            self.conn.execute("COMMIT")
+        self.pending = 0
+
+    def _rollback(self) -> None:
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
 
     # -- files ---------------------------------------------------------------------------------------------
     def ingest_file(self, path: Path, *, missing_ok: bool = False) -> None:
         """Read what is new in one events file (the whole file if it was truncated, replaced or rotated)."""
+        try:
+            self._ingest_file(path, missing_ok)
+            self._commit()
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _ingest_file(self, path: Path, missing_ok: bool) -> None:
         key = str(path.resolve())
         try:
             st = os.stat(path)
@@ -264,7 +427,6 @@ class Ingester:
                     return
                 offset, line = off, ln
         with open(path, "rb") as fh:
-            fh.seek(offset)
             if offset == 0:
                 first = fh.read(1 << 16).lstrip()
                 fh.seek(0)
@@ -273,33 +435,26 @@ class Ingester:
                         self._save_offset(key, st, st.st_size, 1, head)
                         return
                     fh.seek(0)
-            rest = b""
-            while True:
-                chunk = fh.read(CHUNK)
-                if not chunk:
-                    break
-                data = rest + chunk
-                cut = data.rfind(b"\n") + 1
-                lines, rest = data[:cut].split(b"\n")[:-1], data[cut:]
-                self._lines(lines, key, line)
-                line += len(lines)
-                offset += cut
+        path_text = str(path)
+        if worth_a_second_process(st.st_size - offset):
+            chunks = in_background(send_chunks, (path_text, str(offset), str(line)),
+                                   partial(read_chunks, path_text, offset, line), path_text)
+        else:
+            chunks = read_chunks(path_text, offset, line)
+        try:
+            for records, bad, ignored, nlines, offset, line in chunks:
+                for lineno, reason in bad:
+                    self.report.add_bad(key, lineno, reason)
+                self.report.ignored += ignored
+                self.report.lines += nlines
+                self._begin()
+                self._store(records)
                 self._save_offset(key, st, offset, line, head)
-            if rest.strip():
-                # a last line without newline: complete if it parses (a writer mid-line leaves broken JSON,
-                # which is left for the next ingest rather than reported)
-                try:
-                    orjson.loads(rest)
-                except orjson.JSONDecodeError:
-                    pass
-                else:
-                    self._lines([rest], key, line)
-                    line += 1
-                    offset += len(rest)
-                    self._save_offset(key, st, offset, line, head)
-            elif rest:
-                offset += len(rest)
-                self._save_offset(key, st, offset, line, head)
+                if self.pending >= COMMIT_EVENTS:
+                    self._commit()
+        finally:
+            if hasattr(chunks, "close"):
+                chunks.close()
         if row is None or offset == 0:
             self._save_offset(key, st, offset, line, head)
 
@@ -312,95 +467,79 @@ class Ingester:
             return False
         docs = doc if isinstance(doc, list) else [doc]
         self.report.lines += len(docs)
-        events = []
+        records = []
         for i, item in enumerate(docs, 1):
-            ev = self._parse_decoded(item, key, i)
-            if ev is not None:
-                events.append(ev)
-        self.add_events(events)
+            rec = self._record(item, key, i)
+            if rec is not None:
+                records.append(rec)
+        self._begin()
+        self._store(records)
         return True
 
     def _save_offset(self, key: str, st: os.stat_result, offset: int, line: int, head: bytes) -> None:
         # the first bytes already read identify the file: a rewrite with other content starts over
+        self._begin()
         self.conn.execute("INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?)",
                           (key, st.st_dev, st.st_ino, st.st_size, offset, line, head[:min(HEAD, offset)]))
 
-    def _parse_decoded(self, obj: object, key: str, lineno: int) -> Event | None:
+    def _record(self, obj: object, key: str, lineno: int) -> Record | None:
+        rec = fast_record(obj)
+        if rec is not None:
+            return rec
         try:
-            return parse_event(obj)
+            return event_record(parse_event(obj))
         except BadEvent as exc:
             self.report.add_bad(key, lineno, str(exc))
         except NotRunEvent:
             self.report.ignored += 1
         return None
 
-    def _lines(self, lines: list[bytes], key: str, first_line: int) -> None:
-        events: list[Event] = []
-        loads = orjson.loads
-        for i, raw in enumerate(lines, first_line + 1):
-            if not raw.strip():
-                continue
-            self.report.lines += 1
-            try:
-                obj = loads(raw)
-            except orjson.JSONDecodeError as exc:
-                self.report.add_bad(key, i, f"not JSON ({str(exc).split(':')[0]})")
-                continue
-            ev = self._parse_decoded(obj, key, i)
-            if ev is not None:
-                events.append(ev)
-                if len(events) >= BATCH:
-                    self.add_events(events)
-                    events = []
-        self.add_events(events)
-
     # -- events --------------------------------------------------------------------------------------------
     def add_events(self, events: list[Event]) -> int:
         """Store the events not seen before and merge them into their runs, in one transaction. Returns how
         many were new."""
-        if not events:
-            return 0
-        conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
+        return self.add_records([event_record(ev) for ev in events])
+
+    def add_records(self, records: list[Record]) -> int:
+        """Store the records of events not seen before, in one transaction; returns how many were new."""
+        before = self.report.new_events
         try:
-            fresh = self._new_only(events)
-            self.report.duplicates += len(events) - len(fresh)
-            self.report.new_events += len(fresh)
-            if fresh:
-                self._merge(fresh)
-            conn.execute("COMMIT")
+            self._begin()
+            self._store(records)
+            self._commit()
         except BaseException:
-            conn.execute("ROLLBACK")
+            self._rollback()
             raise
-        return len(fresh)
+        return self.report.new_events - before
 
-    def _new_only(self, events: list[Event]) -> list[Event]:
-        seen: set[bytes] = set()
-        batch = []
-        for ev in events:
-            if ev.hash not in seen:
-                seen.add(ev.hash)
-                batch.append(ev)
-        before = self.conn.total_changes
-        # INSERT OR IGNORE tells per row whether it was new only through changes(); one probe query per 500
-        # hashes finds the known ones instead, then one executemany inserts the rest
-        known: set[bytes] = set()
-        hashes = [ev.hash for ev in batch]
-        for i in range(0, len(hashes), 500):
-            part = hashes[i:i + 500]
-            known.update(h for (h,) in self.conn.execute(
-                f"SELECT hash FROM events WHERE hash IN ({','.join('?' * len(part))})", part))
-        fresh = [ev for ev in batch if ev.hash not in known]
-        self.conn.executemany("INSERT INTO events VALUES (?)", [(ev.hash,) for ev in fresh])
-        assert self.conn.total_changes - before == len(fresh)
-        return fresh
+    def _dataset_ids(self, pairs: tuple[tuple[str, str], ...]) -> tuple[int, ...]:
+        """Dataset ids of the (namespace, name) pairs of one event's inputs or outputs (cached per tuple of
+        pairs: a recurring task lists the same datasets in every run)."""
+        ids = self.pair_ids.get(pairs)
+        if ids is None:
+            if len(self.pair_ids) > _PAIR_IDS_MAX:
+                self.pair_ids.clear()
+            into: set[int] = set()
+            self._add_dataset_ids(pairs, into)
+            ids = self.pair_ids[pairs] = tuple(into)
+        return ids
 
-    def _dataset_id(self, ds: tuple[str, str]) -> int:
-        i = self.datasets.get(ds)
-        if i is None:
-            i = self.conn.execute("INSERT INTO datasets (namespace, name) VALUES (?,?)", ds).lastrowid
-            self.datasets[ds] = i
-        return i
+    def _add_dataset_ids(self, pairs: tuple[tuple[str, str], ...], into: set[int]) -> None:
+        raw = self.raw_datasets
+        for pair in pairs:
+            i = raw.get(pair, _MISSING)
+            if i is _MISSING:
+                ds = normalize_dataset(*pair)
+                if ds is None:
+                    i = None
+                else:
+                    i = self.datasets.get(ds)
+                    if i is None:
+                        i = self.conn.execute("INSERT INTO datasets (namespace, name) VALUES (?,?)", ds).lastrowid
+                        self.datasets[ds] = i
+                raw[pair] = i
+            if i is not None:
+                into.add(i)
 
     def _job_id(self, key: tuple[str, str, str, str]) -> int:
         i = self.jobs.get(key)
@@ -411,62 +550,180 @@ class Ingester:
             self.job_keys[i] = key
         return i
 
-    def _merge(self, events: list[Event]) -> None:
-        by_run: dict[str, list[Event]] = {}
-        for ev in events:
-            by_run.setdefault(ev.run_id, []).append(ev)
+    def _existing(self, run_ids: list[str]) -> dict[str, list]:
         existing: dict[str, list] = {}
-        ids = list(by_run)
-        for i in range(0, len(ids), 500):
-            part = ids[i:i + 500]
-            for row in self.conn.execute(
-                    f"SELECT {_RUN_COLS} FROM runs WHERE run_id IN ({','.join('?' * len(part))})", part):
+        execute = self.conn.execute
+        for i in range(0, len(run_ids), _IN):
+            part = run_ids[i:i + _IN]
+            for row in execute(f"SELECT {_RUN_COLS} FROM runs WHERE run_id IN ({','.join('?' * len(part))})",
+                               part):
                 existing[row[0]] = list(row)
+        return existing
+
+    def _known_legacy(self, digests: list[bytes]) -> set[bytes]:
+        known: set[bytes] = set()
+        for i in range(0, len(digests), _IN):
+            part = digests[i:i + _IN]
+            known.update(h for (h,) in self.conn.execute(
+                f"SELECT hash FROM events WHERE hash IN ({','.join('?' * len(part))})", part))
+        return known
+
+    def _store(self, records: list[Record]) -> None:
+        """Merge records into their runs (inside the open transaction): an event already stored for its run, or
+        twice in ``records``, is a duplicate. A run is all its events coalesced; its row is rewritten whole."""
+        if not records:
+            return
+        by_run: dict[str, list[Record]] = {}
+        for rec in records:
+            evs = by_run.get(rec[1])
+            if evs is None:
+                by_run[rec[1]] = [rec]
+            else:
+                evs.append(rec)
+        existing = self._existing(list(by_run))
+        legacy: set[bytes] = set()
+        if self.legacy and existing:
+            legacy = self._known_legacy([r[0] for rid in existing for r in by_run[rid]])
         rows = []
         dirty: set[int] = set()
+        new = dup = 0
+        rank_of = _RANK
+        pair_ids = self.pair_ids
+        dataset_ids = self._dataset_ids
         for run_id, evs in by_run.items():
             row = existing.get(run_id)
             if row is None:
                 first = evs[0]
                 row = [run_id, None, None, None, -1, None, None, None, None, None, None, None, None, None, None,
-                       set(), set(), 0]
-                key = (first.namespace, first.name, "", "")
+                       set(), set(), 0, b""]
+                key = (first[4], first[5], "", "")
+                seen: set[bytes] = set()
             else:
                 old_job = row[1]
-                dirty.add(old_job)
                 key = self.job_keys[old_job]
                 row[15], row[16] = set(blob_ids(row[15])), set(blob_ids(row[16]))
+                blob = row[18] or b""
+                seen = {blob[i:i + _HASH] for i in range(0, len(blob), _HASH)}
+            added = []
             for ev in evs:
+                h = ev[0][:_HASH]
+                if h in seen or (legacy and ev[0] in legacy):
+                    dup += 1
+                    continue
+                seen.add(h)
+                added.append(h)
                 row[17] += 1
-                t = ev.t
-                if ev.parent_run_id is not None and row[2] is None:
-                    row[2] = ev.parent_run_id
-                    key = (key[0], key[1], ev.parent_namespace, ev.parent_name)
-                rank = _RANK.get(ev.event_type or "OTHER", 0)
-                if ev.event_type is not None and (rank > row[4] or (rank == row[4] and t >= (row[5] or 0))):
-                    row[3], row[4], row[5] = ev.event_type, rank, t
+                t = ev[3]
+                if ev[8] is not None and row[2] is None:
+                    row[2] = ev[8]
+                    key = (key[0], key[1], ev[6], ev[7])
+                event_type = ev[2]
+                rank = rank_of.get(event_type or "OTHER", 0)
+                if event_type is not None and (rank > row[4] or (rank == row[4] and t >= (row[5] or 0))):
+                    row[3], row[4], row[5] = event_type, rank, t
                 if row[6] is None or t < row[6]:
                     row[6] = t
-                if ev.event_type in TERMINAL and (row[7] is None or t > row[7]):
+                if event_type in TERMINAL and (row[7] is None or t > row[7]):
                     row[7] = t
                 # facets merged by name: the one of the latest eventTime wins
-                if ev.code is not None and (row[9] is None or t >= row[9]):
-                    row[8], row[9] = ev.code, t
-                if ev.job_type is not None and (row[11] is None or t >= row[11]):
-                    row[10], row[11], row[12] = ev.job_type, t, ev.integration
-                if ev.error is not None and (row[14] is None or t >= row[14]):
-                    row[13], row[14] = ev.error, t
-                for ds in ev.inputs:
-                    row[15].add(self._dataset_id(ds))
-                for ds in ev.outputs:
-                    row[16].add(self._dataset_id(ds))
+                if ev[9] is not None and (row[9] is None or t >= row[9]):
+                    row[8], row[9] = ev[9], t
+                if ev[10] is not None and (row[11] is None or t >= row[11]):
+                    row[10], row[11], row[12] = ev[10], t, ev[11]
+                if ev[12] is not None and (row[14] is None or t >= row[14]):
+                    row[13], row[14] = ev[12], t
+                if ev[13]:
+                    row[15].update(pair_ids.get(ev[13]) or dataset_ids(ev[13]))
+                if ev[14]:
+                    row[16].update(pair_ids.get(ev[14]) or dataset_ids(ev[14]))
+            if not added:
+                continue
+            if row[1] is not None:
+                dirty.add(row[1])  # the job the run belonged to (a parent facet may move it to another job)
+            new += len(added)
             job_id = self._job_id(key)
             row[1] = job_id
             dirty.add(job_id)
             row[15], row[16] = ids_blob(row[15]), ids_blob(row[16])
+            row[18] = (row[18] or b"") + b"".join(added)
             rows.append(row)
-        self.conn.executemany(f"INSERT OR REPLACE INTO runs ({_RUN_COLS}) VALUES ({','.join('?' * 18)})", rows)
-        self.conn.executemany("INSERT OR IGNORE INTO dirty_jobs VALUES (?)", [(j,) for j in dirty])
+        self.report.new_events += new
+        self.report.duplicates += dup
+        self.pending += new
+        if rows:
+            self.conn.executemany(f"INSERT OR REPLACE INTO runs ({_RUN_COLS}) VALUES ({','.join('?' * _NCOLS)})",
+                                  rows)
+        if dirty:
+            self.conn.executemany("INSERT OR IGNORE INTO dirty_jobs VALUES (?)", [(j,) for j in dirty])
+
+
+# one chunk of a file: (records, bad lines as (line number, reason), events ignored, lines that were not blank,
+# offset after the chunk, line number after the chunk)
+Chunk = tuple[list[Record], list[tuple[int, str]], int, int, int, int]
+
+
+def parse_lines(lines: list[bytes], first_line: int) -> tuple[list[Record], list[tuple[int, str]], int, int]:
+    """Records of JSON lines (numbered from ``first_line + 1``), the bad lines with their reasons, how many were
+    ignored (not run events) and how many were not blank."""
+    records: list[Record] = []
+    bad: list[tuple[int, str]] = []
+    append = records.append
+    loads = orjson.loads
+    blank = ignored = 0
+    for i, raw in enumerate(lines, first_line + 1):
+        try:
+            obj = loads(raw)
+        except orjson.JSONDecodeError as exc:
+            if not raw.strip():
+                blank += 1
+            else:
+                bad.append((i, f"not JSON ({str(exc).split(':')[0]})"))
+            continue
+        rec = fast_record(obj)
+        if rec is None:
+            try:
+                rec = event_record(parse_event(obj))
+            except BadEvent as exc:
+                bad.append((i, str(exc)))
+                continue
+            except NotRunEvent:
+                ignored += 1
+                continue
+        append(rec)
+    return records, bad, ignored, len(lines) - blank
+
+
+def read_chunks(path: str, offset: int, line: int) -> Iterator[Chunk]:
+    """Parse a JSON-lines file from ``offset`` (``line`` lines before it), chunk by chunk. A last line without
+    newline counts only when it parses: a writer mid-line leaves broken JSON, left for the next ingest rather than
+    reported."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        rest = b""
+        while True:
+            chunk = fh.read(CHUNK)
+            if not chunk:
+                break
+            data = rest + chunk if rest else chunk
+            cut = data.rfind(b"\n") + 1
+            lines, rest = data[:cut].split(b"\n"), data[cut:]
+            lines.pop()  # what follows the last newline is `rest`
+            offset += cut
+            yield (*parse_lines(lines, line), offset, line + len(lines))
+            line += len(lines)
+        if rest.strip():
+            try:
+                orjson.loads(rest)
+            except orjson.JSONDecodeError:
+                return
+            yield (*parse_lines([rest], line), offset + len(rest), line + 1)
+        elif rest:
+            yield [], [], 0, 0, offset + len(rest), line
+
+
+def send_chunks(path: str, offset: str, line: str) -> None:
+    """The second process of an ingest (see ``background``): :func:`read_chunks` sent to the ingest process."""
+    send(read_chunks(path, int(offset), int(line)), path)
 
 
 def _line_parses(first: bytes) -> bool:
@@ -484,24 +741,31 @@ def known_files(conn: sqlite3.Connection) -> list[Path]:
 
 def ingest(conn: sqlite3.Connection, files: Iterable[Path], *, default: Path | None = None) -> IngestReport:
     """Ingest the given files (each must exist), plus ``default`` when it exists; returns the report."""
-    ing = Ingester(conn)
-    for path in files:
-        ing.ingest_file(Path(path))
-    if default is not None:
-        ing.ingest_file(default, missing_ok=True)
-    return ing.report
+    # each event makes a few dozen short-lived containers and no reference cycles: a young collection every
+    # 700 allocations (the default) would run every ~20 events and scan the chunk's records each time
+    thresholds = gc.get_threshold()
+    gc.set_threshold(*INGEST_GC_THRESHOLDS)
+    try:
+        ing = Ingester(conn)
+        for path in files:
+            ing.ingest_file(Path(path))
+        if default is not None:
+            ing.ingest_file(default, missing_ok=True)
+        return ing.report
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 def ingest_decoded(conn: sqlite3.Connection, events: list[object], source: str = "http") -> IngestReport:
     """Ingest already-decoded events (the HTTP receiver); a bad one is reported with its index as line."""
     ing = Ingester(conn)
-    parsed = []
+    records = []
     for i, obj in enumerate(events, 1):
         ing.report.lines += 1
-        ev = ing._parse_decoded(obj, source, i)
-        if ev is not None:
-            parsed.append(ev)
-    ing.add_events(parsed)
+        rec = ing._record(obj, source, i)
+        if rec is not None:
+            records.append(rec)
+    ing.add_records(records)
     return ing.report
 
 

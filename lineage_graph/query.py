@@ -184,3 +184,17 @@ def history(conn: sqlite3.Connection, job_id: int) -> list[dict]:
                     "outputs": sorted(outs), "changes": changes})
         prev_in, prev_out, prev_code = ins, outs, code
     return out
+
+
+def dataset_versions(conn: sqlite3.Connection, dataset_id: int | None = None) -> list[tuple[int, str, int, float]]:
+    """Versions of a dataset (of all datasets when None): every COMPLETE run writing it makes one, as
+    ``(dataset_id, run_id, job_id, end time)`` in time order. Read from the runs when asked (no command keeps them
+    up to date at every ingest)."""
+    from .store import blob_ids
+
+    out = [(d, run_id, job_id, t) for run_id, job_id, t, outputs in conn.execute(
+        "SELECT run_id, job_id, end_t, outputs FROM runs WHERE state = 'COMPLETE'")
+        for d in blob_ids(outputs) if dataset_id is None or d == dataset_id]
+    out.sort(key=lambda v: (v[3] or 0, v[0], v[1]))
+    return out
+

@@ -1,8 +1,8 @@
 """The lineage graph's SQLite database: schema, connection settings and default locations.
 
 What is stored is what the derivation needs, not whole events: one coalesced row per run (job, parent, state,
-times, code version, input and output dataset ids), the hash of every event seen (for idempotence), and per
-events file how far it was read. Derived tables (job versions, current inputs/outputs, dataset versions,
+times, code version, input and output dataset ids, and the digests of its events, for idempotence), and per
+events file how far it was read. Derived tables (job versions, current inputs/outputs,
 hierarchy columns of ``jobs``) are rebuilt lazily for the jobs marked dirty by ingest (see ``derive.refresh``).
 """
 from __future__ import annotations
@@ -12,14 +12,12 @@ import sqlite3
 from array import array
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, dev INTEGER, inode INTEGER, size INTEGER, offset INTEGER, line INTEGER, head BLOB);
--- one row per distinct event (canonical-JSON hash); WITHOUT ROWID: the hash is the whole row
-CREATE TABLE IF NOT EXISTS events (hash BLOB PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS datasets (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, name TEXT NOT NULL,
     UNIQUE (namespace, name));
 -- a job is (namespace, name) under one parent job (''/'' for none): the same name under two parents is two jobs
@@ -32,7 +30,9 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, job_id INTEGER NOT NULL, parent_run_id TEXT,
     state TEXT, state_rank INTEGER, state_t REAL, start_t REAL, end_t REAL,
     code TEXT, code_t REAL, job_type TEXT, jt_t REAL, integration TEXT, error TEXT, err_t REAL,
-    inputs BLOB, outputs BLOB, nevents INTEGER NOT NULL);
+    inputs BLOB, outputs BLOB, nevents INTEGER NOT NULL,
+    -- 8-byte digests of the run's distinct events (canonical JSON), concatenated
+    hashes BLOB);
 CREATE INDEX IF NOT EXISTS runs_job ON runs (job_id, start_t);
 CREATE TABLE IF NOT EXISTS job_versions (job_id INTEGER, version INTEGER, run_id TEXT, t REAL, code TEXT,
     inputs BLOB, outputs BLOB, lineage_unknown INTEGER, PRIMARY KEY (job_id, version)) WITHOUT ROWID;
@@ -42,9 +42,6 @@ CREATE TABLE IF NOT EXISTS job_current (job_id INTEGER PRIMARY KEY, version INTE
 CREATE TABLE IF NOT EXISTS current_io (job_id INTEGER, dataset_id INTEGER, dir INTEGER,
     PRIMARY KEY (job_id, dir, dataset_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS current_io_dataset ON current_io (dataset_id, dir);
-CREATE TABLE IF NOT EXISTS dataset_versions (dataset_id INTEGER, run_id TEXT, job_id INTEGER, t REAL,
-    PRIMARY KEY (dataset_id, run_id)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS dataset_versions_job ON dataset_versions (job_id);
 """
 
 
@@ -81,6 +78,15 @@ def connect(path: Path | str) -> sqlite3.Connection:
     if version == 0:
         conn.executescript(SCHEMA)
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+    elif version == 1:
+        # schema 1 kept every event digest in a table `events`; it stays as it is for the runs it knows (events
+        # received over HTTP exist nowhere else) and new digests go into the runs
+        conn.execute("BEGIN IMMEDIATE")
+        if conn.execute("PRAGMA user_version").fetchone()[0] == 1:  # not migrated meanwhile by another process
+            conn.execute("ALTER TABLE runs ADD COLUMN hashes BLOB")
+            conn.execute("DROP TABLE IF EXISTS dataset_versions")  # now read from the runs when asked
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        conn.execute("COMMIT")
     elif version != SCHEMA_VERSION:
         raise RuntimeError(f"{path}: database schema {version}, this version reads {SCHEMA_VERSION}; remove it "
                            "and ingest again")

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from lineage_graph import derive
+from lineage_graph import derive, query
 
 from graph_events import event as E
+from graph_events import rid
 
 
 def current(conn) -> dict:
@@ -72,9 +73,13 @@ def test_facets_merged_last_by_event_time_wins(db):
 def test_dataset_versions_one_per_completed_writing_run(db):
     db([E(1, "r1", "a", outputs=["y"]), E(2, "r2", "a", outputs=["y"]), E(3, "r3", "a", "FAIL", outputs=["y"]),
         E(4, "r4", "b", outputs=["y", "z"])])
-    rows = db.conn.execute("SELECT d.name, count(*) FROM dataset_versions v JOIN datasets d ON d.id = v.dataset_id "
-                           "GROUP BY d.name ORDER BY d.name").fetchall()
-    assert rows == [("y", 3), ("z", 1)]
+    names = dict(db.conn.execute("SELECT id, name FROM datasets"))
+    jobs = dict(db.conn.execute("SELECT id, name FROM jobs"))
+    assert [(names[d], r, jobs[j], t) for d, r, j, t in query.dataset_versions(db.conn)] == [
+        ("y", rid("r1"), "a", 1704067260.0), ("y", rid("r2"), "a", 1704067320.0),
+        ("y", rid("r4"), "b", 1704067440.0), ("z", rid("r4"), "b", 1704067440.0)]
+    y = next(i for i, n in names.items() if n == "y")
+    assert [r for _d, r, _j, _t in query.dataset_versions(db.conn, y)] == [rid("r1"), rid("r2"), rid("r4")]
 
 
 AIRFLOW_SPARK = [

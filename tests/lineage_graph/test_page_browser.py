@@ -146,8 +146,8 @@ def test_every_graph_shape_loads_in_both_layouts(tmp_path, db, browser, monkeypa
     monkeypatch.setattr(html, "DAGRE_MAX_NODES", layout_max)
     for case in PAGE_GRAPHS:
         events, nodes, edges = case.values
-        db.conn.executescript("DELETE FROM runs; DELETE FROM events; DELETE FROM jobs; DELETE FROM job_current; "
-                              "DELETE FROM current_io; DELETE FROM job_versions; DELETE FROM dataset_versions;")
+        db.conn.executescript("DELETE FROM runs; DELETE FROM jobs; DELETE FROM job_current; "
+                              "DELETE FROM current_io; DELETE FROM job_versions;")
         db(events)
         out = tmp_path / f"{case.id}.html"
         out.write_text(html.page(db.conn), encoding="utf-8")

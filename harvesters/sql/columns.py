@@ -130,6 +130,9 @@ class _Walker:
             query.set("with_" if "with_" in type(query).arg_types else "with", with_.copy())  # WITH c AS (...) INSERT
         self._canonical(query)
         self._canonical(target)
+        for source in query.find_all(exp.Table):  # sqlglot would alias `FROM dbo.Orders` as its folded name
+            if not source.alias and isinstance(source.this, exp.Identifier):
+                source.set("alias", exp.TableAlias(this=exp.to_identifier(source.name, quoted=True)))
         table = self._table_name(target)
         if table is None:
             return None

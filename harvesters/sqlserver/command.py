@@ -223,10 +223,12 @@ def _harvest_xml(args: argparse.Namespace, harvest: Any, state: dict[str, Any]) 
 def _harvest_live(args: argparse.Namespace, conn_str: str, harvest: Any, state: dict[str, Any]) -> None:
     import pyodbc  # deferred: needs unixODBC's libodbc (extra 'sqlserver')
 
-    from harvesters.sqlserver.live import BACKENDS, FilePosition, read_event_file
+    from harvesters.sqlserver.live import BACKENDS, FilePosition, TableColumns, read_event_file
 
     queries = BACKENDS[args.backend]
     connection = pyodbc.connect(conn_str, autocommit=True, timeout=LOGIN_TIMEOUT_SECONDS)
+    # column lineage through `*`: the columns of the tables it meets, from the server (a connection of its own)
+    table_columns = harvest.converter.reader.lineage.table_columns = TableColumns(conn_str, queries)
     try:
         if args.target == "event_file":
             saved = state.get("event_file") or {}
@@ -240,6 +242,7 @@ def _harvest_live(args: argparse.Namespace, conn_str: str, harvest: Any, state: 
         else:
             _harvest_ring_buffer(args, connection, harvest, state, queries)
     finally:
+        table_columns.close()
         connection.close()
 
 

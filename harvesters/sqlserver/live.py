@@ -33,6 +33,9 @@ class LiveQueries:
     read_from_params: tuple[str, ...]
     ring_buffer: str  # the ring_buffer target's XML document
     ring_buffer_params: tuple[str, ...]
+    #: a table's columns in order (``{database}``: the bracket-quoted database; ``database``, ``schema``, ``table``)
+    columns: str = ""
+    columns_params: tuple[str, ...] = ()
 
 
 _FN_XE = "SELECT CAST(event_data AS nvarchar(max)) AS event_data, file_name, file_offset " \
@@ -49,6 +52,9 @@ BACKENDS: Mapping[str, LiveQueries] = {
                     "JOIN sys.dm_xe_sessions AS s ON s.address = t.event_session_address "
                     "WHERE s.name = ? AND t.target_name = N'ring_buffer'",
         ring_buffer_params=("session",),
+        columns="SELECT COLUMN_NAME FROM {database}.INFORMATION_SCHEMA.COLUMNS "
+                "WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+        columns_params=("schema", "table"),
     ),
     "sqlite": LiveQueries(
         read_all=f"{_SQLITE_READ} ORDER BY file_name, file_offset, rowid", read_all_params=("path",),
@@ -57,8 +63,61 @@ BACKENDS: Mapping[str, LiveQueries] = {
                   "THEN 1 ELSE json('the initial file is gone') END) ORDER BY file_name, file_offset, rowid",
         read_from_params=("path", "file", "file", "offset", "file"),
         ring_buffer="SELECT target_data FROM ring_buffer_target WHERE name = ?", ring_buffer_params=("session",),
+        # INFORMATION_SCHEMA.COLUMNS as a table (one database file stands for the server's databases)
+        columns="SELECT column_name FROM information_schema_columns WHERE table_catalog = ? AND table_schema = ? "
+                "AND table_name = ? ORDER BY ordinal_position",
+        columns_params=("database", "schema", "table"),
     ),
 }
+
+
+class TableColumns:
+    """A table's columns from the server's ``INFORMATION_SCHEMA.COLUMNS``, for column lineage through ``*``
+    (:attr:`harvesters.sql.cache.LineageCache.table_columns`): read once per table (cached, also when unknown),
+    on a connection of its own (the event cursor is still fetching on the harvest's). Unknown (None) for names
+    that are not ``database.schema.table``, tables the login cannot see, and after any error (the harvest goes
+    on without column lineage through ``*``)."""
+
+    def __init__(self, conn_str: str, queries: LiveQueries, max_tables: int = 4096) -> None:
+        self._conn_str = conn_str
+        self._queries = queries
+        self._max_tables = max_tables
+        self._known: dict[str, tuple[str, ...] | None] = {}
+        self._connection: Any = None
+        self._broken = not queries.columns
+
+    def __call__(self, name: str) -> tuple[str, ...] | None:
+        if name in self._known:
+            return self._known[name]
+        parts = name.split(".")
+        if self._broken or len(parts) != 3 or not all(parts):
+            return None
+        found = self._read(*parts)
+        if len(self._known) < self._max_tables:
+            self._known[name] = found
+        return found
+
+    def _read(self, database: str, schema: str, table: str) -> tuple[str, ...] | None:
+        import pyodbc  # deferred: needs unixODBC's libodbc
+
+        values = {"database": database, "schema": schema, "table": table}
+        text = self._queries.columns.replace("{database}", "[" + database.replace("]", "]]") + "]")
+        try:
+            if self._connection is None:
+                self._connection = pyodbc.connect(self._conn_str, autocommit=True, timeout=15)
+            cursor = self._connection.cursor()
+            cursor.execute(text, *[values[p] for p in self._queries.columns_params])
+            columns = tuple(str(row[0]) for row in cursor.fetchall())
+        except pyodbc.Error:
+            self._broken = True  # no permission, no such database, connection lost: no more tries this harvest
+            return None
+        return columns or None
+
+    def close(self) -> None:
+        """Close its connection (opened on the first table asked for)."""
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
 
 
 _PASSWORD_KEY = re.compile(r"(?i)(?:^|;)\s*(?:pwd|password)\s*=")

@@ -32,6 +32,7 @@ from harvesters.core.outcome import HarvestCounts, Skip
 from harvesters.sql.cache import NO_LINEAGE, reason_of
 from harvesters.sql.cache import LineageCache as BoundedLineageCache
 from harvesters.core.background import read_in_background, send_items
+from harvesters.core.column_facets import output_facets
 from harvesters.core.state import Window
 from harvesters.core.tasks import Statement, TaskGrouper, find_parent_ids, is_run_marker
 from harvesters.sqlserver.xevents import (
@@ -200,6 +201,8 @@ class EventReader:
             module=module if is_module else None,
             module_key=self._module_key(event, activity) if is_module else None,
             row_count=_int(data.get("row_count")),
+            # columnLineage of its outputs: one facet instance per statement shape (shared, built once)
+            output_facets=output_facets(self.namespace, found.columns) if found.columns else {},
         )
         return statement if unparsed is None else Skip(unparsed, unparsed=True, statement=statement)
 

@@ -22,7 +22,7 @@ from openlineage.client.facet_v2 import error_message_run, sql_job
 
 from emitter.records import COMPLETE, FAIL, RUNNING, START, Dataset, JobRef, JobType, RunRecord, RunRef
 from emitter.run_ids import new_run_id
-from spark_plugin import exit_status, host_log
+from spark_plugin import exit_status, host_log, rdd_jobs
 from spark_plugin.config import PluginConfig
 from spark_plugin.facets import config_job_facets, config_run_facets, engine_facets, without_disabled
 from spark_plugin.guard import Guard
@@ -32,6 +32,7 @@ from spark_plugin.worker import Worker
 log = logging.getLogger("spark_plugin")
 
 APPLICATION_JOB_TYPE = JobType("APPLICATION", "SPARK", "NONE")
+RDD_JOB_TYPE = JobType("RDD_JOB", "SPARK", "BATCH")
 #: ``onFailure`` calls that are not executions: Spark 4 reports analysis errors too, the JVM integration
 #: emits nothing for them (no SQL execution ever started).
 NOT_EXECUTIONS = frozenset({"analyze"})
@@ -126,9 +127,14 @@ class Application:
         inputs, outputs = tuple(lineage.inputs), tuple(lineage.outputs)
         if not io_facets:
             inputs, outputs = _without_io_facets(inputs), _without_io_facets(outputs)
+        run_facets = self.facets if run_facets is None else run_facets
+        if lineage.logical_plan is not None:
+            from spark_plugin.plan_lineage import LogicalPlanRunFacet
+
+            run_facets = {**run_facets, "spark.logicalPlan": LogicalPlanRunFacet(plan=lineage.logical_plan)}
         return RunRecord(event_type, when, job=job, run_id=run_id, parent=self.run, root=self.action_root,
                          job_type=job_type, job_facets=job_facets, inputs=inputs, outputs=outputs,
-                         run_facets=self.facets if run_facets is None else run_facets)
+                         run_facets=run_facets)
 
     def action_records(self, captured: Captured) -> list[RunRecord]:
         """The events of one action at its end: START (unless the execution poll sent it while the action
@@ -156,6 +162,63 @@ class Application:
             end_facets["errorMessage"] = self._jvm_error(captured.exception)
         records.append(self._action_record(FAIL if captured.failed else COMPLETE, captured.end, lineage, run_id,
                                            suffix, end_facets))
+        return records
+
+    # ---- RDD-only jobs (see spark_plugin.rdd_jobs) -----------------------------------------------------------
+
+    def on_rdd_action(self, action: rdd_jobs.RddAction) -> None:
+        """An RDD action ended on an application thread: queue it (never blocks)."""
+        if self.listener.active and action.last_job > action.first_job:
+            self.worker.submit(action)
+
+    def rdd_records(self, action: rdd_jobs.RddAction) -> list[RunRecord]:
+        """START, then COMPLETE/FAIL when it wrote (or failed), of an RDD-only job; nothing when it read and
+        wrote nothing (the JVM's RddExecutionContext)."""
+        from openlineage.client.facet_v2 import input_statistics_input_dataset as input_stats
+        from openlineage.client.facet_v2 import output_statistics_output_dataset as output_stats
+
+        from spark_plugin.plan_context import path_raw
+        from spark_plugin.plan_inputs import _rdd_input_dirs
+        from spark_plugin.plan_lineage import _FacetBuilder
+
+        base = action.base.rdd() if hasattr(action.base, "rdd") else action.base
+        facets = _FacetBuilder(self.spark_conf)
+        inputs = {}
+        for directory in _rdd_input_dirs(base):
+            raw = path_raw(directory)
+            inputs.setdefault((raw.namespace, raw.name), raw)
+        output = path_raw(action.output) if action.output else None
+        if not inputs and output is None:
+            return []
+        job = JobRef(self.config.namespace, f"{self.config.app_name}.{rdd_jobs.job_name(action)}")
+        common: dict[str, Any] = dict(job=job, run_id=new_run_id(action.start), parent=self.run,
+                                      root=self.action_root, job_type=RDD_JOB_TYPE, job_facets=self.job_facets)
+        start_inputs = tuple(facets.dataset(raw) for raw in inputs.values())
+        start_outputs = (facets.dataset(output),) if output else ()
+        records = [RunRecord(START, action.start, inputs=start_inputs, outputs=start_outputs,
+                             run_facets=self.facets, **common)]
+        if output is None and action.error is None:
+            return records  # the JVM sends no end event for a job without an output
+        stats = rdd_jobs.job_statistics(self.sc, action.first_job, action.last_job)
+        end_inputs, end_outputs = start_inputs, start_outputs
+        if len(start_inputs) == 1 and facets.enabled("inputStatistics"):
+            end_inputs = (Dataset(start_inputs[0].namespace, start_inputs[0].name, facets=start_inputs[0].facets,
+                                  io_facets={"inputStatistics": input_stats.InputStatisticsInputDatasetFacet(
+                                      rowCount=stats["inputRecords"], size=stats["inputBytes"])}),)
+        if start_outputs and facets.enabled("outputStatistics"):
+            end_outputs = (Dataset(output_ds.namespace, output_ds.name, facets=output_ds.facets,
+                                   io_facets={"outputStatistics": output_stats.OutputStatisticsOutputDatasetFacet(
+                                       rowCount=stats["outputRecords"], size=stats["outputBytes"])})
+                           for output_ds in start_outputs)
+            end_outputs = tuple(end_outputs)
+        end_facets = dict(self.facets)
+        if action.error is not None:
+            java = getattr(action.error, "java_exception", None)
+            end_facets["errorMessage"] = self._jvm_error(java) if java is not None else \
+                error_message_run.ErrorMessageRunFacet(message=f"{type(action.error).__name__}: {action.error}",
+                                                       programmingLanguage="PYTHON")
+        records.append(RunRecord(FAIL if action.error is not None else COMPLETE, action.end, inputs=end_inputs,
+                                 outputs=end_outputs, run_facets=end_facets, **common))
         return records
 
     # ---- the execution poll (worker thread): START and RUNNING while an action runs ------------------------
@@ -235,7 +298,12 @@ class Application:
                     self._unsent.popleft()
 
     def _records_of(self, item: Any) -> list[RunRecord]:
-        records = self.action_records(item) if isinstance(item, Captured) else [item]
+        if isinstance(item, Captured):
+            records = self.action_records(item)
+        elif isinstance(item, rdd_jobs.RddAction):
+            records = self.guard.call("rdd lineage", self.rdd_records, item) or []
+        else:
+            records = [item]
         return [without_disabled(record, self.config.disabled_facets) for record in records]
 
     def _get_emitter(self) -> Any:
@@ -423,6 +491,14 @@ def _at_exit() -> None:
         app.guard.call("exit hook", app.finish, outcome)
 
 
+def _app_of_context(sc: Any) -> Application | None:
+    """The live application of a SparkContext (called by RDD action wrappers on the app's threads: cheap)."""
+    for app in _live:  # one or two entries; no lock: a list read is atomic
+        if app.sc is sc and not app.finished and not app.context_stopped:
+            return app
+    return None
+
+
 def _is_classic(spark: Any) -> bool:
     return hasattr(spark, "_jsparkSession")  # Spark Connect sessions have no JVM session in this process
 
@@ -448,6 +524,7 @@ def _start(spark: Any, conf: Mapping[str, str] | None) -> Application | None:
         app = Application(sc, spark_conf, config)
         app.add_session(spark)
         app.hook_stop()
+        rdd_jobs.install(_app_of_context)
         app.begin()
         exit_status.install()
         if not _process["atexit"]:

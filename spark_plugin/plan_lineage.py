@@ -7,12 +7,15 @@ relation and per output (each ~40 us), never a node-by-node walk.
 """
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Mapping
 from typing import Any
 
+import attr
 import attrs
+from openlineage.client.facet_v2 import RunFacet
 from py4j.protocol import Py4JJavaError
 from openlineage.client.facet_v2 import (
     datasource_dataset,
@@ -76,6 +79,8 @@ class ActionLineage:
     #: SQL text when the action came from ``spark.sql(...)``
     sql: str | None
     processing_type: str  # BATCH or STREAMING
+    #: the optimized plan's JSON when the ``spark.logicalPlan`` facet is enabled
+    logical_plan: Any = None
 
 
 def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "",
@@ -89,8 +94,10 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
     plan read while its action still runs); py4j errors on the plan itself (a dead JVM) propagate.
     """
     jplan = qe.optimizedPlan()
+    plan_json = None
     try:
-        root = plan_tree.parse_plan(jplan)
+        plan_json = json.loads(jplan.toJSON())
+        root = plan_tree.parse(plan_json)
     except Py4JJavaError:  # a node Spark cannot serialize: name the action, report no datasets
         log.warning("cannot serialize the plan of %s", func_name or "an action", exc_info=True)
         root = PlanNode(jplan.getClass().getName(), {}, (), (), ())
@@ -125,7 +132,33 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
         ),
         sql=_sql_text(qe, root),
         processing_type="STREAMING" if streaming else "BATCH",
+        logical_plan=plan_json if plan_json is not None and jvm_facet_enabled(spark_conf, LOGICAL_PLAN) else None,
     )
+
+
+#: Run facets the JVM integration disables unless configured (its ``facets.disabled`` default).
+JVM_DEFAULT_DISABLED = ("spark_unknown", "spark.logicalPlan", "debug")
+LOGICAL_PLAN = "spark.logicalPlan"
+
+
+def jvm_facet_enabled(conf: Mapping[str, str], name: str) -> bool:
+    """The JVM's ``FacetUtils.isFacetDisabled`` negated: ``facets.<name>.disabled`` when set, else whether
+    ``name`` is missing from ``facets.disabled`` (``[a;b]``; default: :data:`JVM_DEFAULT_DISABLED`)."""
+    own = conf.get(f"{_CONF}facets.{name}.disabled")
+    if own is not None:
+        return str(own).strip().lower() != "true"
+    listed = conf.get(_CONF + "facets.disabled")
+    disabled = JVM_DEFAULT_DISABLED if listed is None else [
+        f.strip() for f in str(listed).strip().strip("[]").split(";") if f.strip()]
+    return name not in disabled
+
+
+@attr.define
+class LogicalPlanRunFacet(RunFacet):
+    """The JVM integration's ``spark.logicalPlan`` run facet: the optimized plan as Spark's ``toJSON``
+    (a list of nodes in pre-order). Off by default, as there."""
+
+    plan: list = attr.field(factory=list)
 
 
 def _input_nodes(root: PlanNode) -> list[PlanNode]:

@@ -148,6 +148,28 @@ def rdd_to_csv(spark: Any, root: str, tmp: str) -> None:
     rdd.map(lambda x: ",".join(str(i) for i in x)).saveAsTextFile(f"{root}/rdd_to_csv_output/")
 
 
+def word_count(spark: Any, root: str, tmp: str) -> None:
+    """spark_word_count.py: a text file grouped by line, written as CSV."""
+    Path(root).mkdir(parents=True, exist_ok=True)
+    Path(root, "data.txt").write_text("a\nb\na\n")
+    spark.read.text(f"{root}/data.txt").groupBy("value").count().write.mode("overwrite").csv(f"{root}/test_output/")
+
+
+def rdd_to_csv_and_table(spark: Any, root: str, tmp: str) -> None:
+    """spark_rdd_to_table.py: an RDD saved as text, read back as CSV through a temp view, written as parquet."""
+    rdd_to_csv(spark, root, tmp)
+    rdd_to_table(spark, root, tmp)
+
+
+def single_input_rdd(spark: Any, root: str, tmp: str) -> None:
+    """spark_single_input_rdd.py: textFile -> map -> saveAsTextFile into a partition folder."""
+    Path(root, "rdd_input").mkdir(parents=True, exist_ok=True)
+    Path(root, "rdd_input", "sample.txt").write_text(
+        "\n".join(["hello world", "hello pyspark rdd", "spark rdd transforms are fun", "hello again world"]))
+    Path(root, "rdd_output").mkdir(exist_ok=True)
+    spark.sparkContext.textFile(f"{root}/rdd_input").map(lambda x: x).saveAsTextFile(f"{root}/rdd_output/20251030")
+
+
 def people_csv(spark: Any, root: str, tmp: str) -> None:
     spark.createDataFrame([("ann lee", 30), ("bob ray", 70)], "name string, age int").write.mode("overwrite").csv(
         f"{root}/rdd_to_csv_output")
@@ -204,7 +226,10 @@ GENERIC = {**PARENT, "spark.openlineage.job.tags": "spark;key:value",
            "spark.openlineage.run.tags": "run;set:up:SERVICE",
            "spark.openlineage.job.owners.team": "MyTeam", "spark.openlineage.job.owners.person": "John Smith"}
 #: JVM facets disabled by default there (``spark.openlineage.facets.disabled``) and not implemented here
-JVM_DEBUG_FACETS = ("spark.logicalPlan", "spark_unknown")
+JVM_DEBUG_FACETS = ("spark_unknown",)
+#: what their container tests add to every run (SparkContainerUtils): the two debug facets on
+DEBUG_ON = {"spark.openlineage.facets.spark.logicalPlan.disabled": "false",
+            "spark.openlineage.facets.spark_unknown.disabled": "false"}
 NO_CLL = "the columnLineage dataset facet is not emitted"
 
 
@@ -291,10 +316,20 @@ CASES = [
          sql("INSERT INTO target SELECT * from test WHERE key > 1"), tables=("test", "target")),
     Case("pysparkHiveStartEvent.json", "/tmp/warehouse", *HIVE, HIVE_TABLES,
          sql("INSERT INTO test VALUES (1, 'a'), (2, 'b'), (3, 'c')"), tables=("test", "target"),
-         ignore=JVM_DEBUG_FACETS),
+         ignore=JVM_DEBUG_FACETS, conf=DEBUG_ON),
+    Case("pysparkHiveRunningEvent.json", "/tmp/warehouse", *HIVE, HIVE_TABLES,
+         sql("INSERT INTO test VALUES (1, 'a'), (2, 'b'), (3, 'c')"), tables=("test", "target"),
+         ignore=JVM_DEBUG_FACETS, conf=DEBUG_ON),
     Case("pysparkHiveCompleteEvent.json", "/tmp/warehouse", *HIVE, HIVE_TABLES,
          sql("INSERT INTO test VALUES (1, 'a'), (2, 'b'), (3, 'c')"), tables=("test", "target"),
-         ignore=JVM_DEBUG_FACETS),
+         ignore=JVM_DEBUG_FACETS, conf=DEBUG_ON),
+    *[Case(f"pysparkOverwriteName{kind}Event.json", "/tmp/warehouse", "app_name", "testPysparkSQLHiveTest",
+           steps(HIVE_TABLES, sql("INSERT INTO test VALUES (1, 'a'), (2, 'b'), (3, 'c')")),
+           sql("INSERT INTO target SELECT * from test WHERE key > 1"), tables=("test", "target"),
+           ignore=JVM_DEBUG_FACETS, conf=DEBUG_ON) for kind in ("Start", "Running", "Complete")],
+    *[Case(f"pysparkWordCountWithCliArgs{kind}Event.json", "/tmp/test_data", "open_lineage_integration_word_count",
+           "testPysparkWordCountWithCliArgs", None, word_count, session="spark", data=True,
+           replace={"/test_data/data.txt": "/tmp/test_data/data.txt"}) for kind in ("Start", "Running", "Complete")],
     Case("pysparkHiveSelectStartEvent.json", "/tmp/warehouse", *HIVE,
          steps(HIVE_TABLES, sql("INSERT INTO test VALUES (1, 'a'), (2, 'b'), (3, 'c')")),
          sql("INSERT INTO target SELECT * from test WHERE key > 1"), tables=("test", "target")),
@@ -338,9 +373,11 @@ CASES = [
          session="spark", data=True, conf=GENERIC),
     Case("pysparkRddToTableCompleteEvent.json", "/tmp/test_data", *RDD_TO_TABLE, people_csv, rdd_to_table,
          session="spark", data=True),
-    Case("pysparkRddToCsvCompleteEvent.json", "/tmp/test_data", *RDD_TO_TABLE, None, rdd_to_csv,
-         session="spark", data=True,
-         gap="RDD-only jobs (no SQL execution) are not seen: the plugin listens to SQL actions only"),
+    *[Case(fixture, "/tmp/test_data", *RDD_TO_TABLE, None, rdd_to_csv_and_table, session="spark", data=True)
+      for fixture in ("pysparkRddToCsvStartEvent.json", "pysparkRddToCsvCompleteEvent.json",
+                      "pysparkRddToTableStartEvent.json", "pysparkRddToTableRunningEvent.json")],
+    Case("pysparkSingleRDDStatistics.json", "/tmp", "open_lineage_integration_single_input_rdd_with_input_statistics",
+         "default", None, single_input_rdd, session="spark", data=True),
     Case("pysparkRDDWithParquet.json", "/tmp", "open_lineage_integration_rdd_with_parquet", "testRddWithParquet",
          None, rdd_with_parquet, session="spark", data=True),
 ]

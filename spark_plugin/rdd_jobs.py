@@ -1,0 +1,208 @@
+"""Jobs made of RDDs only (``rdd.saveAsTextFile``, ``sc.textFile(...).count()``): no SQL execution, so neither
+the query-execution listener nor the execution poll sees them.
+
+The JVM integration names such a job after the RDD its Spark job computes (``RddExecutionContext.nameRDD``:
+each RDD's name, or its class without ``RDD`` in snake case, joined with its dependencies' names) and reads
+its inputs from the RDD's lineage and its output from the Hadoop output path. From Python, the actions of
+``pyspark.RDD`` are where such jobs start: :func:`install` wraps the few that submit Spark jobs
+(``collect`` (``count``, ``sum``, ``foreach``... end there), ``SparkContext.runJob`` (``take``, ``first``),
+``saveAsTextFile``, ``saveAsPickleFile``). On the calling thread a wrapper only notes the RDD, the output
+path, the Spark job ids the action used and the time (two py4j calls); naming, the lineage walk and the
+statistics (the jobs' stage metrics from Spark's status store) happen on the worker.
+
+As in the JVM: a job with an output gets START and COMPLETE (FAIL when it failed), ``inputStatistics`` on a
+single input and ``outputStatistics`` on the output; a job without an output only a START (the JVM's
+``RddExecutionContext`` skips its end event); a job reading and writing nothing, nothing. The jobType is
+``RDD_JOB``. RDD actions inside DataFrame code (``df.rdd``) are RDD jobs there too.
+"""
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timezone
+from typing import Any
+
+import attrs
+
+#: The JVM's MAX_JOB_NAME_LENGTH: dependency names are cut to this many characters.
+MAX_NAME = 100
+
+_state: dict[str, Any] = {"installed": False, "apps": None}
+_local = threading.local()  # an action running on this thread (nested actions are its own jobs)
+
+
+@attrs.frozen
+class RddAction:
+    """One RDD action as its wrapper saw it."""
+
+    base: Any  # py4j proxy of the JVM RDD the action computes, below the layers it adds itself
+    layers: tuple[str, ...]  # names of the RDDs the action adds on top (outermost first)
+    output: str | None  # the path an RDD save writes
+    first_job: int  # Spark job ids [first_job, last_job) ran by the action
+    last_job: int
+    start: datetime
+    end: datetime
+    error: BaseException | None = None
+
+
+def install(find_app: Any) -> None:
+    """Wrap pyspark's RDD actions once per process; ``find_app(sc)`` returns the live application of a
+    SparkContext or None (then the wrapper only calls through)."""
+    _state["apps"] = find_app
+    if _state["installed"]:
+        return
+    _state["installed"] = True
+    from pyspark.rdd import RDD
+
+    try:
+        from pyspark.core.context import SparkContext
+    except ImportError:  # PySpark 3.x
+        from pyspark.context import SparkContext
+
+    def layers_collect(rdd: Any, args: tuple, kwargs: dict) -> tuple[Any, tuple[str, ...], str | None]:
+        return _python_base(rdd) + (None,)
+
+    def layers_save(rdd: Any, args: tuple, kwargs: dict) -> tuple[Any, tuple[str, ...], str | None]:
+        # saveAsTextFile: mapPartitionsWithIndex (a PythonRDD), .map(BytesToString), Spark's own mapPartitions;
+        # saveAsPickleFile: a PythonRDD, then saveAsObjectFile's two maps
+        path = args[0] if args else kwargs.get("path")
+        base, layers = _python_base(rdd, force_python=True)
+        return base, ("map_partitions", "map_partitions", *layers), str(path) if path is not None else None
+
+    def layers_run_job(sc: Any, args: tuple, kwargs: dict) -> tuple[Any, tuple[str, ...], str | None]:
+        rdd = args[0] if args else kwargs.get("rdd")
+        base, layers = _python_base(rdd, force_python=True)
+        return base, layers, None
+
+    for owner, name, describe in ((RDD, "collect", layers_collect), (RDD, "saveAsTextFile", layers_save),
+                                  (RDD, "saveAsPickleFile", layers_save),
+                                  (SparkContext, "runJob", layers_run_job)):
+        original = getattr(owner, name)
+        setattr(owner, name, _wrap(original, describe, context_of=(lambda obj: obj) if owner is SparkContext
+                                   else (lambda obj: obj.ctx)))
+
+
+def _python_base(rdd: Any, force_python: bool = False) -> tuple[Any, tuple[str, ...]]:
+    """(JVM RDD under the PythonRDD the action runs, ("python",) when there is one)."""
+    from pyspark.rdd import PipelinedRDD
+
+    if isinstance(rdd, PipelinedRDD) and rdd._is_pipelinable():
+        return rdd._prev_jrdd, ("python",)  # the pipeline becomes one PythonRDD over this
+    return rdd._jrdd, (("python",) if force_python else ())
+
+
+def _wrap(original: Any, describe: Any, context_of: Any) -> Any:
+    def action(self: Any, *args: Any, **kwargs: Any) -> Any:
+        find_app = _state["apps"]
+        if getattr(_local, "busy", False) or find_app is None:
+            return original(self, *args, **kwargs)
+        app = None
+        try:
+            app = find_app(context_of(self))
+        except Exception:  # noqa: BLE001 - never in the application's way
+            app = None
+        if app is None:
+            return original(self, *args, **kwargs)
+        noted = app.guard.call("rdd hook", _note_start, self, args, kwargs, describe, context_of)
+        _local.busy = True
+        error: BaseException | None = None
+        try:
+            return original(self, *args, **kwargs)
+        except BaseException as raised:
+            error = raised
+            raise
+        finally:
+            _local.busy = False
+            if noted is not None:
+                app.guard.call("rdd hook", _note_end, app, context_of(self), noted, error)
+
+    action.__wrapped__ = original  # type: ignore[attr-defined]
+    action.__name__, action.__doc__ = original.__name__, original.__doc__
+    return action
+
+
+def _next_job_id(sc: Any) -> int:
+    """The id the next Spark job will get (``DAGScheduler.nextJobId``: an AtomicInteger in Spark 3.5, its value
+    in Spark 4)."""
+    value = sc._jsc.sc().dagScheduler().nextJobId()
+    return int(value if isinstance(value, int) else value.get())
+
+
+def _note_start(obj: Any, args: tuple, kwargs: dict, describe: Any, context_of: Any) -> tuple:
+    base, layers, output = describe(obj, args, kwargs)
+    return base, layers, output, _next_job_id(context_of(obj)), datetime.now(timezone.utc)
+
+
+def _note_end(app: Any, sc: Any, noted: tuple, error: BaseException | None) -> None:
+    base, layers, output, first_job, start = noted
+    app.on_rdd_action(RddAction(base, tuple(layers), output, first_job, _next_job_id(sc), start,
+                                datetime.now(timezone.utc), error))
+
+
+# ---- the worker's side ----------------------------------------------------------------------------------
+
+
+def _combine(name: str, dependency: str) -> str:
+    return dependency if dependency.startswith(name) else f"{name}_{dependency}"
+
+
+def _class_name(jrdd: Any) -> str:
+    from emitter import naming
+
+    simple = jrdd.getClass().getSimpleName()
+    return naming.normalize_name(simple[:-3] if simple.endswith("RDD") else simple.rstrip("0123456789"))
+
+
+def rdd_name(jrdd: Any, budget: list[int] | None = None) -> str:
+    """The JVM's ``nameRDD``: the RDD's own name, unless it is unset, a Hadoop RDD named by its path, or a map
+    named as the RDD it maps (``textFile``); then its class. Dependencies' names follow, joined by ``_``."""
+    budget = budget if budget is not None else [200]
+    budget[0] -= 1
+    name = jrdd.name()
+    kind = jrdd.getClass().getSimpleName()
+    if name is None or kind in ("HadoopRDD", "NewHadoopRDD") or (
+            kind == "MapPartitionsRDD" and name == jrdd.prev().name()):
+        name = _class_name(jrdd)
+    dependencies = jrdd.dependencies()
+    if dependencies.isEmpty() or budget[0] <= 0:
+        return name
+    names = []
+    iterator = dependencies.iterator()
+    while iterator.hasNext():
+        names.append(rdd_name(iterator.next().rdd(), budget))
+    return _combine(name, "_".join(names)[:MAX_NAME])
+
+
+def job_name(action: RddAction) -> str:
+    """The job name suffix of ``action`` (normalized as the JVM's JobNameBuilder)."""
+    from emitter import naming
+
+    name = rdd_name(action.base.rdd() if hasattr(action.base, "rdd") else action.base)
+    for layer in reversed(action.layers):
+        name = _combine(layer, name)
+    return naming.normalize_name(name)
+
+
+def job_statistics(sc: Any, first_job: int, last_job: int) -> dict[str, int]:
+    """Records and bytes read and written by the Spark jobs [first_job, last_job), from the status store's
+    stage data (Spark updates it from its listener bus: waited for, briefly)."""
+    jsc = sc._jsc.sc()
+    try:
+        jsc.listenerBus().waitUntilEmpty(2000)
+    except Exception:  # noqa: BLE001 - a busy bus: the statistics may be partial, the events still go out
+        pass
+    store = jsc.statusStore()
+    totals = {"inputRecords": 0, "inputBytes": 0, "outputRecords": 0, "outputBytes": 0}
+    for job_id in range(first_job, last_job):
+        try:
+            stage_ids = store.job(job_id).stageIds()
+        except Exception:  # noqa: BLE001 - a job the store no longer keeps
+            continue
+        iterator = stage_ids.iterator()
+        while iterator.hasNext():
+            try:
+                stage = store.lastStageAttempt(iterator.next())
+            except Exception:  # noqa: BLE001 - a stage skipped (already computed) has no attempt
+                continue
+            for key in totals:
+                totals[key] += int(getattr(stage, key)())
+    return totals

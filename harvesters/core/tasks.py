@@ -188,6 +188,23 @@ def _dataset(namespace: str, name: str) -> Dataset:
     return Dataset(namespace, name)
 
 
+#: Datasets with facets (columnLineage) by the identity of their facets mapping, which a source hands shared per
+#: statement shape: one instance for its statements, so the emitter serializes it once while it is recent (as
+#: :func:`_dataset`). The mapping is kept with the dataset: its id cannot be reused while the entry exists.
+_FACETED: dict[int, tuple[Mapping[str, Any], Dataset]] = {}
+
+
+def _faceted_dataset(namespace: str, name: str, facets: Mapping[str, Any]) -> Dataset:
+    hit = _FACETED.get(id(facets))
+    if hit is not None and hit[0] is facets and hit[1].name == name and hit[1].namespace == namespace:
+        return hit[1]
+    if len(_FACETED) >= 16384:
+        _FACETED.clear()
+    dataset = Dataset(namespace, name, facets=facets)
+    _FACETED[id(facets)] = (facets, dataset)
+    return dataset
+
+
 def _parse_ref(parent_id: str | None) -> RunRef | None:
     if not parent_id:
         return None
@@ -475,7 +492,7 @@ class TaskGrouper:
         in_ds = tuple([_dataset(namespace, name) for name in inputs])
         out_ds = tuple([_dataset(namespace, name) for name in statement.outputs])
         if statement.output_facets:  # columnLineage: a dataset of its own for the outputs that have facets
-            out_ds = tuple([Dataset(namespace, ds.name, facets=statement.output_facets[ds.name])
+            out_ds = tuple([_faceted_dataset(namespace, ds.name, statement.output_facets[ds.name])
                             if ds.name in statement.output_facets else ds for ds in out_ds])
         run_facets: dict[str, Any] = dict(statement.run_facets)
         # facet_v2 validators only urlparse the constant schema URL and producer, at 3/4 of a facet's cost

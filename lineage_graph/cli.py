@@ -9,8 +9,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import orjson
-
 EXIT_CODES = """exit codes:
   0  done
   1  done, but something needs a look: bad lines were skipped (each named file:line with the reason){extra}
@@ -43,8 +41,9 @@ def _sub(subs, name: str, help: str, extra: str = "") -> argparse.ArgumentParser
                            formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def add_graph_parser(subparsers) -> argparse.ArgumentParser:
-    """Add ``graph`` (with its subcommands) to an argparse subparsers object; returns the ``graph`` parser."""
+def add_graph_parser(subparsers, only: str | None = None) -> argparse.ArgumentParser:
+    """Add ``graph`` (with its subcommands; only the one named ``only`` if given) to an argparse subparsers
+    object; returns the ``graph`` parser."""
     graph = subparsers.add_parser(
         "graph", help="lineage graph: current graph, job hierarchy, task DAG from OpenLineage events",
         description="Reads OpenLineage run events from any producer into a local SQLite database and answers "
@@ -54,51 +53,58 @@ def add_graph_parser(subparsers) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     subs = graph.add_subparsers(dest="graph_command", metavar="COMMAND", required=True)
 
-    p = _sub(subs, "ingest", "read JSON-lines event files (or files of one JSON event / an array) into the "
-             "database; incremental and idempotent")
-    _common(p)
-    p.add_argument("files", nargs="*", type=Path, metavar="FILE",
-                   help="events files (default: {state dir}/openlineage-events.jsonl)")
-    p.add_argument("--json", action="store_true", help="report as JSON")
+    if only in (None, "ingest"):
+        p = _sub(subs, "ingest", "read JSON-lines event files (or files of one JSON event / an array) into the "
+                 "database; incremental and idempotent")
+        _common(p)
+        p.add_argument("files", nargs="*", type=Path, metavar="FILE",
+                       help="events files (default: {state dir}/openlineage-events.jsonl)")
+        p.add_argument("--json", action="store_true", help="report as JSON")
 
-    p = _sub(subs, "serve", "receive events over HTTP (POST /api/v1/lineage, as Marquez) and show the lineage "
-             "page live (GET /)")
-    _common(p)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=5000)
-    p.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on POST (default: none required; "
-                   "also $LINEAGE_GRAPH_API_KEY)")
+    if only in (None, "serve"):
+        p = _sub(subs, "serve", "receive events over HTTP (POST /api/v1/lineage, as Marquez) and show the lineage "
+                 "page live (GET /)")
+        _common(p)
+        p.add_argument("--host", default="127.0.0.1")
+        p.add_argument("--port", type=int, default=5000)
+        p.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on POST (default: none required; "
+                       "also $LINEAGE_GRAPH_API_KEY)")
 
-    p = _sub(subs, "show", "jobs with their current inputs and outputs, grouped by parent")
-    _reader(p)
-
-    for name, what in (("upstream", "what NODE reads from, transitively (troubleshooting)"),
-                       ("downstream", "what depends on NODE, transitively (impact analysis)")):
-        p = _sub(subs, name, what)
+    if only in (None, "show"):
+        p = _sub(subs, "show", "jobs with their current inputs and outputs, grouped by parent")
         _reader(p)
-        p.add_argument("node", metavar="NODE", help="a dataset as namespace/name (e.g. "
-                       "sqlserver://db01:1433/Sales.dbo.Orders) or a job (namespace/name, its fully qualified "
-                       "name or its name); an unambiguous prefix is enough")
-        p.add_argument("--depth", type=int, help="edges to follow (dataset -> job -> dataset is 2); default all")
 
-    p = _sub(subs, "dag", "the task DAG: task A -> task B when B reads a dataset A writes; levels can run in "
-             "parallel", extra=", a cycle (reported with its tasks and datasets)")
-    _reader(p, json_flag=False)
-    p.add_argument("--level", default="task", help=LEVEL_HELP)
-    p.add_argument("--format", default="text", choices=("text", "json", "dot", "mermaid", "dag-factory"))
-    p.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
-    p.add_argument("--dag-id", default="lineage_dag", help="dag-factory: the DAG id")
-    p.add_argument("--bash-command", default="echo {task}",
-                   help="dag-factory: bash_command template; {task} {fqn} {name} {namespace} (default %(default)r)")
-    p.add_argument("--schedule", help="dag-factory: schedule_interval (default null)")
+    if only in (None, "upstream", "downstream"):
+        for name, what in (("upstream", "what NODE reads from, transitively (troubleshooting)"),
+                           ("downstream", "what depends on NODE, transitively (impact analysis)")):
+            p = _sub(subs, name, what)
+            _reader(p)
+            p.add_argument("node", metavar="NODE", help="a dataset as namespace/name (e.g. "
+                           "sqlserver://db01:1433/Sales.dbo.Orders) or a job (namespace/name, its fully qualified "
+                           "name or its name); an unambiguous prefix is enough")
+            p.add_argument("--depth", type=int, help="edges to follow (dataset -> job -> dataset is 2); default all")
 
-    p = _sub(subs, "history", "versions of a job and what changed between them")
-    _reader(p)
-    p.add_argument("job", metavar="JOB")
+    if only in (None, "dag"):
+        p = _sub(subs, "dag", "the task DAG: task A -> task B when B reads a dataset A writes; levels can run in "
+                 "parallel", extra=", a cycle (reported with its tasks and datasets)")
+        _reader(p, json_flag=False)
+        p.add_argument("--level", default="task", help=LEVEL_HELP)
+        p.add_argument("--format", default="text", choices=("text", "json", "dot", "mermaid", "dag-factory"))
+        p.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
+        p.add_argument("--dag-id", default="lineage_dag", help="dag-factory: the DAG id")
+        p.add_argument("--bash-command", default="echo {task}",
+                       help="dag-factory: bash_command template; {task} {fqn} {name} {namespace} (default %(default)r)")
+        p.add_argument("--schedule", help="dag-factory: schedule_interval (default null)")
 
-    p = _sub(subs, "html", "write one self-contained page (works offline) drawing the current graph")
-    _reader(p, json_flag=False)
-    p.add_argument("-o", "--output", type=Path, default=Path("lineage.html"))
+    if only in (None, "history"):
+        p = _sub(subs, "history", "versions of a job and what changed between them")
+        _reader(p)
+        p.add_argument("job", metavar="JOB")
+
+    if only in (None, "html"):
+        p = _sub(subs, "html", "write one self-contained page (works offline) drawing the current graph")
+        _reader(p, json_flag=False)
+        p.add_argument("-o", "--output", type=Path, default=Path("lineage.html"))
     return graph
 
 
@@ -109,22 +115,30 @@ def _db_path(args) -> Path:
 
 
 def _open_and_ingest(args, files: list[Path] | None = None):
-    """Open the database and ingest what is new; returns (connection, report or None)."""
-    from . import ingest
-    from .derive import refresh
-    from .store import connect, default_events_file
+    """Open the database and ingest what is new; returns (connection, report or None).
+
+    A read command with nothing new to read and nothing to derive imports neither the ingest nor the derivation
+    (they import attrs, hashlib, subprocess...): a traversal answers in the time of Python's start-up and a few
+    indexed queries."""
+    from .store import connect, default_events_file, nothing_new
 
     conn = connect(_db_path(args))
     report = None
     if files is not None or not getattr(args, "no_ingest", False):
         default = default_events_file(args.state_dir)
-        if files:
-            report = ingest.ingest(conn, files)
-        elif files is not None:  # `ingest` without files: the default file must exist
-            report = ingest.ingest(conn, [default])
-        else:
-            report = ingest.ingest(conn, [p for p in ingest.known_files(conn) if p.exists()], default=default)
-    refresh(conn)
+        if files is not None or not nothing_new(conn, default):
+            from . import ingest
+
+            if files:
+                report = ingest.ingest(conn, files)
+            elif files is not None:  # `ingest` without files: the default file must exist
+                report = ingest.ingest(conn, [default])
+            else:
+                report = ingest.ingest(conn, [p for p in ingest.known_files(conn) if p.exists()], default=default)
+    if conn.execute("SELECT 1 FROM dirty_jobs LIMIT 1").fetchone() is not None:
+        from .derive import refresh
+
+        refresh(conn)
     return conn, report
 
 
@@ -147,12 +161,14 @@ def _out(text: str | bytes) -> None:
 
 
 def _json(obj) -> None:
+    import orjson
+
     _out(orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")
 
 
 def run(args: argparse.Namespace) -> int:
     """Execute a parsed ``graph`` command; returns the exit code (0, 1 or 2)."""
-    from . import derive, query, render
+    from . import query, render
 
     cmd = args.graph_command
     if args.state_dir is not None:
@@ -176,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
                          args.api_key or os.environ.get("LINEAGE_GRAPH_API_KEY"))
         conn, report = _open_and_ingest(args)
         status = _bad_lines(report)
+        if cmd in ("show", "dag"):
+            from . import derive
         if cmd == "show":
             graph = derive.load_graph(conn)
             _json(render.show_json(graph)) if args.json else _out(render.show_text(graph))
@@ -240,20 +258,22 @@ def run(args: argparse.Namespace) -> int:
     raise AssertionError(cmd)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The standalone parser: ``lineage-capture graph ...``."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The standalone parser: ``lineage-capture graph ...`` (with only the subcommand ``only`` if given)."""
     parser = argparse.ArgumentParser(prog="lineage-capture")
     subs = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    add_graph_parser(subs)
+    add_graph_parser(subs, only)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """``lineage-capture graph ...`` as a standalone command (``graph`` may be left out of ``argv``)."""
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in ("graph", "-h", "--help"):
         argv.insert(0, "graph")  # `python -m lineage_graph show` means `... graph show`
+    # a quick question builds only its own subcommand's parser (the same definitions; `graph --help` and a
+    # mistyped command build them all): argparse takes a few ms per subcommand
+    parser = build_parser(argv[1] if len(argv) > 1 and argv[1] in ("upstream", "downstream", "history") else None)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:

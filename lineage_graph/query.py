@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import sqlite3
 
-import attrs
-
 
 class NodeNotFound(LookupError):
     """No node matches; ``candidates`` lists the nodes an ambiguous prefix matched (empty: none)."""
@@ -19,13 +17,23 @@ class NodeNotFound(LookupError):
         super().__init__(f"{'ambiguous' if candidates else 'no'} node {text!r}")
 
 
-@attrs.frozen
 class Node:
-    """A dataset (``kind='dataset'``) or a job, with the id of its table and its display key."""
+    """A dataset (``kind='dataset'``) or a job, with the id of its table and its display key. (Plain classes
+    here, not attrs: a traversal imports nothing it does not need, see ``cli``.)"""
 
-    kind: str
-    id: int
-    key: str
+    __slots__ = ("kind", "id", "key")
+
+    def __init__(self, kind: str, id: int, key: str) -> None:  # noqa: A002 - the table's column
+        self.kind, self.id, self.key = kind, id, key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Node) and (self.kind, self.id, self.key) == (other.kind, other.id, other.key)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.id, self.key))
+
+    def __repr__(self) -> str:
+        return f"Node(kind={self.kind!r}, id={self.id!r}, key={self.key!r})"
 
 
 _JOB_SQL = ("SELECT id, coalesce(effective_namespace, namespace) || '/' || coalesce(fqn, name) FROM jobs j "
@@ -69,17 +77,14 @@ def _like(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-@attrs.define
 class Walk:
     """The result of a walk: nodes with their distance (edges from the start) and the edges crossed."""
 
-    start: Node
-    direction: str
-    depth: int | None
-    nodes: dict[tuple[str, int], int]
-    edges: list[tuple[tuple[str, int], tuple[str, int]]]
-    names: dict[tuple[str, int], str]
-    states: dict[int, str | None]
+    def __init__(self, start: Node, direction: str, depth: int | None, nodes: dict[tuple[str, int], int],
+                 edges: list[tuple[tuple[str, int], tuple[str, int]]], names: dict[tuple[str, int], str],
+                 states: dict[int, str | None]) -> None:
+        self.start, self.direction, self.depth = start, direction, depth
+        self.nodes, self.edges, self.names, self.states = nodes, edges, names, states
 
     def to_json(self) -> dict:
         def ref(n: tuple[str, int]) -> dict:

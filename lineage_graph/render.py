@@ -5,8 +5,10 @@ import json
 import re
 from datetime import datetime, timezone
 
-from .derive import Graph, Job, TaskDag
-from .query import Walk
+TYPE_CHECKING = False  # (not typing's: importing typing costs a traversal a few ms)
+if TYPE_CHECKING:  # annotations only: a traversal's answer does not import the derivation (attrs)
+    from .derive import Graph, Job, TaskDag
+    from .query import Walk
 
 
 def iso(t: float | None) -> str | None:

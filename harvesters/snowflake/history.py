@@ -602,10 +602,12 @@ def object_name(name: str) -> str:
     return ".".join(parts)
 
 
-def access_columns(modified: Iterable[Any] | None) -> Columns:
+def access_columns(modified: Iterable[Any] | None, direct: bool = True) -> Columns:
     """Column lineage from ACCESS_HISTORY's OBJECTS_MODIFIED: each written column's ``directSources`` (else its
-    ``baseSources``), tables and views only; a column with no source (a literal, a sequence) is left out.
-    ACCESS_HISTORY does not say how a value was computed: no subtype."""
+    ``baseSources``; the other way round when ``direct`` is false: the row's inputs are its base objects), tables
+    and views only; a column with no source (a literal, a sequence) is left out. ACCESS_HISTORY does not say how
+    a value was computed: no subtype."""
+    first, second = ("directSources", "baseSources") if direct else ("baseSources", "directSources")
     found: dict[str, dict[str, tuple[tuple[str, str, str], ...]]] = {}
     for item in modified or ():
         if not (isinstance(item, Mapping) and str(item.get("objectDomain", "")).lower() in LINEAGE_DOMAINS
@@ -616,7 +618,7 @@ def access_columns(modified: Iterable[Any] | None) -> Columns:
                 continue
             sources = tuple(dict.fromkeys(
                 (object_name(str(source["objectName"])), str(source["columnName"]), "")
-                for source in column.get("directSources") or column.get("baseSources") or ()
+                for source in column.get(first) or column.get(second) or ()
                 if isinstance(source, Mapping) and source.get("objectName") and source.get("columnName")
                 and str(source.get("objectDomain", "")).lower() in LINEAGE_DOMAINS))
             if sources:
@@ -751,7 +753,7 @@ def prepare_row(row: HistoryRow, lineage: LineageCache, max_statement_chars: int
         _row_count(row), intern(row.parameterized_hash), row.parent_query_id, tag.task, tag.parent_id,
         tag.root_parent_id, procedure, is_run_marker(row.text), parsed, read, written,
         statement_run_id(row.start, namespace, row.query_id), tag.job_name, tag.dbt_parent,
-        access_columns(row.modified) if row.modified else ())
+        access_columns(row.modified, bool(row.direct)) if row.modified else ())
 
 
 def _parse(row: HistoryRow | PreparedRow, temps: frozenset[str], lineage: LineageCache, max_statement_chars: int

@@ -49,6 +49,13 @@ CTAS = "create or replace table SALES.MART.ORDERS as select id, amount * rate as
                                                key="baseSources")),
           DIRECT_OBJECTS_ACCESSED=objects("SALES.RAW.ORDERS")),
      {"ID": {"inputFields": [field("SALES.RAW.ORDERS", "ID")]}}),
+    # a row with base objects only: the inputs are the base tables, so are the columns' sources
+    (dict(OBJECTS_MODIFIED=json.dumps([{"objectDomain": "Table", "objectName": "SALES.MART.ORDERS", "columns": [
+        {"columnName": "ID",
+         "directSources": [{"objectDomain": "View", "objectName": "SALES.RAW.ORDERS_V", "columnName": "ID"}],
+         "baseSources": [{"objectDomain": "Table", "objectName": "SALES.RAW.ORDERS", "columnName": "ID"}]}]}]),
+          BASE_OBJECTS_ACCESSED=objects("SALES.RAW.ORDERS")),
+     {"ID": {"inputFields": [field("SALES.RAW.ORDERS", "ID")]}}),
     # a source that is not one of the query's datasets (here: not in DIRECT_OBJECTS_ACCESSED) is not trusted
     (dict(OBJECTS_MODIFIED=json.dumps(modified("SALES.MART.ORDERS", {
         "ID": [("SALES.RAW.ORDERS", "ID")], "AMOUNT_EUR": [("SALES.RAW.OTHER", "AMOUNT")]})),
@@ -63,7 +70,8 @@ CTAS = "create or replace table SALES.MART.ORDERS as select id, amount * rate as
     ({}, {"ID": {"inputFields": [field("SALES.RAW.ORDERS", "ID", "IDENTITY")]},
           "AMOUNT_EUR": {"inputFields": [field("SALES.RAW.ORDERS", "AMOUNT", "TRANSFORMATION"),
                                          field("SALES.RAW.ORDERS", "RATE", "TRANSFORMATION")]}}),
-], ids=["direct sources", "base sources", "foreign source dropped", "access history without columns", "parsed"])
+], ids=["direct sources", "base sources", "base objects only", "foreign source dropped",
+         "access history without columns", "parsed"])
 def test_column_lineage_facet_on_output(tmp_path, columns, expected_fields):
     code, events = harvest(tmp_path, "--history", str(history(tmp_path, [row("q1", 0, CTAS, **columns)])))
     assert code == 0

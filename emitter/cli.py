@@ -5,17 +5,23 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from emitter.config import EmitterConfig
 
-REPLAY_EXIT_CODES = "exit codes: 0 the spool is empty; 1 events remain spooled (the backend is still failing); " \
-                    "2 usage or configuration error"
+REPLAY_EXIT_CODES = ("exit codes: 0 the spool is empty; 1 events remain spooled (the backend is still failing); "
+                     "2 usage or configuration error, or a spool recorded for another destination than the "
+                     "configured one (without --to-configured); 3 the spool is empty but dead letters remain "
+                     "(events the backend refused for good: --dead-letters list|retry|discard)")
+REPLAY_DESCRIPTION = ("Re-send events spooled after failed deliveries, oldest first, to the destination each spool "
+                      "recorded (the configured transport when it is the same destination, so its credentials "
+                      "are used). A spool recorded for another destination than an explicitly configured one is "
+                      "not replayed unless --to-configured says to send it there.")
 CONFIG_EXIT_CODES = "exit codes: 0 printed; 2 usage or configuration error"
 
 
-def _parser(prog: str, description: str, epilog: str) -> argparse.ArgumentParser:
+def _parser(prog: str, description: str, epilog: str, replay: bool = False) -> argparse.ArgumentParser:
     from lineage_capture.version import add_version_option
 
     parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
@@ -23,16 +29,24 @@ def _parser(prog: str, description: str, epilog: str) -> argparse.ArgumentParser
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="configuration override in openlineage-spark form, e.g. transport.type=http "
                              "(repeatable; wins over openlineage.yml and OPENLINEAGE__* variables)")
+    if replay:
+        parser.add_argument("--to-configured", action="store_true",
+                            help="send spooled events to the configured destination even when their spool "
+                                 "recorded another one")
+        parser.add_argument("--dead-letters", choices=("list", "retry", "discard"),
+                            help="instead of replaying: list the events the backend refused for good (with its "
+                                 "answer), send them again (those refused again stay), or discard them")
     return parser
 
 
-def _config(prog: str, description: str, epilog: str, argv: list[str] | None) -> EmitterConfig:
+def _config(prog: str, description: str, epilog: str, argv: list[str] | None,
+            replay: bool = False) -> tuple[EmitterConfig, argparse.Namespace]:
     from emitter.config import load_config, parse_overrides
     from emitter.log import configure_cli_logging
 
     configure_cli_logging()
-    args = _parser(prog, description, epilog).parse_args(argv)
-    return load_config(parse_overrides(args.conf))
+    args = _parser(prog, description, epilog, replay).parse_args(argv)
+    return load_config(parse_overrides(args.conf)), args
 
 
 def config_main(argv: list[str] | None = None, prog: str = "lineage-capture config") -> int:
@@ -40,8 +54,8 @@ def config_main(argv: list[str] | None = None, prog: str = "lineage-capture conf
     from emitter.redact import redact_obj
 
     try:
-        config = _config(prog, "Print the resolved OpenLineage configuration, secrets masked.", CONFIG_EXIT_CODES,
-                         argv)
+        config, _ = _config(prog, "Print the resolved OpenLineage configuration, secrets masked.",
+                            CONFIG_EXIT_CODES, argv)
     except ValueError as error:
         print(f"{prog}: {error}", file=sys.stderr)
         return 2
@@ -53,17 +67,131 @@ def config_main(argv: list[str] | None = None, prog: str = "lineage-capture conf
 
 
 def replay_main(argv: list[str] | None = None, prog: str = "lineage-capture replay") -> int:
-    """Re-send the spool, oldest first: exit 0 when done, 1 when events remain spooled, 2 on a bad configuration."""
-    from emitter.emitter import Emitter
+    """Re-send every spool under ``spool.dir`` to its recorded destination, or handle the dead letters; the exit
+    code is in :data:`REPLAY_EXIT_CODES`."""
+    from emitter.spool import spools_under
 
     try:
-        config = _config(prog, "Re-send events spooled after failed deliveries, oldest first.", REPLAY_EXIT_CODES,
-                         argv)
-        emitter = Emitter(config)
+        config, args = _config(prog, REPLAY_DESCRIPTION, REPLAY_EXIT_CODES, argv, replay=True)
     except ValueError as error:
         print(f"{prog}: {error}", file=sys.stderr)
         return 2
-    replayed, pending = emitter.replay()
-    emitter.close()
-    print(f"replayed {replayed} events; {pending} bytes still spooled in {emitter.spool.events_path}")
-    return 1 if pending else 0
+    spools = spools_under(config.spool_dir, config.spool_max_bytes)
+    if not spools:
+        print(f"nothing spooled in {config.spool_dir}")
+        return 0
+    code = 0
+    for spool in spools:
+        try:
+            transport_config = _target(config, spool, args.to_configured)
+        except ValueError as error:
+            print(f"{prog}: {error}", file=sys.stderr)
+            code = 2
+            continue
+        if args.dead_letters == "list":
+            _list_dead_letters(spool)
+            continue
+        if args.dead_letters == "discard":
+            count = len(spool.dead_letters())
+            spool.keep_dead_letters([])
+            print(f"discarded {count} dead letters of {spool.directory}")
+            continue
+        try:
+            code = max(code, _send(prog, spool, transport_config, args.dead_letters == "retry"))
+        except ValueError as error:
+            print(f"{prog}: {error}", file=sys.stderr)
+            code = 2
+    return 2 if code == 2 else code
+
+
+def _where(destination: dict[str, Any] | None) -> str:
+    if not destination:
+        return "an unrecorded destination"
+    detail = destination.get("url") or destination.get("location") or destination.get("topic") or ""
+    return f"{destination.get('type')} {detail}".strip()
+
+
+def _target(config: EmitterConfig, spool: Any, to_configured: bool) -> dict[str, Any]:
+    """The transport configuration a spool's events go to: the configured one when it is the recorded
+    destination (its credentials are then used), when the spool recorded none (an older version's), or when
+    ``--to-configured`` says so; the recorded destination when nothing was configured explicitly. Raises
+    ValueError for a recorded destination that differs from an explicitly configured one."""
+    from emitter.spool import describe_destination
+
+    configured = dict(config.transport or {})
+    recorded = spool.destination
+    if recorded is None or recorded == describe_destination(configured) or to_configured:
+        return configured
+    if config.source == "embedded default":
+        if recorded.get("type") == "http":
+            return {"type": "http", "url": recorded["url"], "endpoint": recorded.get("endpoint", "api/v1/lineage")}
+        if recorded.get("type") == "file":
+            return {"type": "file", "log_file_path": recorded["location"], "append": True}
+        raise ValueError(f"the spool {spool.directory} holds events for {_where(recorded)}, which cannot be "
+                         "rebuilt without its configuration: configure that transport and replay again")
+    raise ValueError(f"the spool {spool.directory} holds events for {_where(recorded)}, but the configuration "
+                     f"({config.source}) sends to {_where(describe_destination(configured))}: not replayed; "
+                     "configure the recorded destination, or pass --to-configured to send them there")
+
+
+def _list_dead_letters(spool: Any) -> None:
+    letters = spool.dead_letters()
+    print(f"{len(letters)} dead letters in {spool.dead_letters_path} (for {_where(spool.destination)})")
+    for index, letter in enumerate(letters, start=1):
+        event = letter["event"]
+        job = event.get("job") or {}
+        print(f"{index}. {letter.get('at')} HTTP {letter.get('status')}: {event.get('eventType')} "
+              f"{job.get('namespace')}/{job.get('name')} run {(event.get('run') or {}).get('runId')}: "
+              f"{letter.get('answer')}")
+
+
+def _send(prog: str, spool: Any, transport_config: dict[str, Any], dead_letters: bool) -> int:
+    """Replay one spool (or re-send its dead letters) through the transport; its exit code."""
+    from emitter.delivery import Delivery, rejection
+    from emitter.transport import create_transport
+
+    transport = create_transport(transport_config)
+    try:
+        if dead_letters:
+            return _retry_dead_letters(spool, transport, rejection)
+        delivery = Delivery(transport, spool, retry_after=0)
+        delivery.replay()
+        delivery.close()
+    finally:
+        transport.close()
+    pending, dead = spool.pending_bytes(), len(spool.dead_letters())
+    counts = delivery.counts
+    print(f"replayed {counts.replayed} events to {_where(spool.destination or {})}; {pending} bytes still "
+          f"spooled in {spool.events_path}"
+          + (f"; {spool.corrupt} torn or corrupt records skipped" if spool.corrupt else "")
+          + (f"; {dead} dead letters (refused by the backend for good): `{prog} --dead-letters list`" if dead
+             else ""))
+    if delivery.spool_error:
+        print(f"{prog}: {delivery.spool_error}", file=sys.stderr)
+    return 1 if pending else 3 if dead else 0
+
+
+def _retry_dead_letters(spool: Any, transport: Any, rejection: Any) -> int:
+    from emitter.redact import redact
+
+    letters = spool.dead_letters()
+    kept, sent, stopped = [], 0, False
+    for letter in letters:
+        if stopped:
+            kept.append(letter)
+            continue
+        try:
+            transport.emit(letter["event"])
+        except Exception as error:  # noqa: BLE001 - an outcome, reported below
+            refused = rejection(error)
+            if refused is None:
+                stopped = True  # the backend is failing: keep the rest for later, in order
+            else:
+                letter = {**letter, "status": refused[0], "answer": redact(refused[1][:2000])}
+            kept.append(letter)
+        else:
+            sent += 1
+    spool.keep_dead_letters(kept)
+    print(f"re-sent {sent} of {len(letters)} dead letters of {spool.directory}; {len(kept)} remain"
+          + (" (the backend failed: stopped)" if stopped else ""))
+    return 3 if kept else 0

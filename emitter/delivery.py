@@ -21,10 +21,10 @@ children handed over before it (the emitter hands a parent's terminal event over
 """
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 #: HTTP answers that are not final: the backend may accept the same event later.
 TRANSIENT_4XX = frozenset({408, 429})
+#: Spooled events are written in batches of at most this many, at most this many seconds after the first.
+SPOOL_BATCH, SPOOL_BATCH_SECONDS = 512, 0.2
 #: Events handed over but not yet settled (in flight or waiting for an earlier one) before emit() blocks.
 MAX_PENDING = 2000
 
@@ -96,6 +98,8 @@ class Delivery:
         self._cv = threading.Condition(threading.RLock())
         self._blocked_until = 0.0
         self._failures: set[str] = set()
+        self._buffer: list[dict[str, Any]] = []  # events on their way into the spool (see _keep)
+        self._buffered_at = 0.0
         # Whether events wait in a spool: checked on disk once here, then tracked, so the hot path does not
         # stat the spool for every event.
         self._diverting = spool.pending_bytes() > 0 or bool(legacy_spool and legacy_spool.pending_bytes())
@@ -104,7 +108,7 @@ class Delivery:
         self._nodes: dict[int, _Node] = {}
         self._last_of_run: dict[str, int] = {}
         self._children: dict[str, set[int]] = {}
-        self._ready: deque[int] = deque()
+        self._ready: list[int] = []  # a heap: the oldest ready event goes first
         self._threads: list[threading.Thread] = []
         self._stopping = False
         self._in_flight = 0
@@ -142,6 +146,7 @@ class Delivery:
         """Wait until every event handed over is settled; fsync the spool."""
         with self._cv:
             self._quiesce()
+            self._write_buffer()
             try:
                 self.spool.sync()
             except SpoolError as error:
@@ -200,17 +205,28 @@ class Delivery:
                                           f"--dead-letters list`) and delivery goes on")
 
     def _keep(self, event: dict[str, Any]) -> None:
-        """Into the spool; later events queue behind it until a replay empties the spool."""
-        try:
-            kept = self.spool.append(event)
-        except SpoolError as error:
-            self._spool_failed(error, lost=1)
+        """Into the spool; later events queue behind it until a replay empties the spool. Events are written in
+        batches (one lock, one write): a dead backend at harvest rates spooled a few thousand events a second
+        one at a time. The batch reaches the file within SPOOL_BATCH_SECONDS, and on flush() and close()."""
+        self._diverting = True
+        if not self._buffer:
+            self._buffered_at = time.monotonic()
+        self._buffer.append(event)
+        if len(self._buffer) >= SPOOL_BATCH or time.monotonic() - self._buffered_at > SPOOL_BATCH_SECONDS:
+            self._write_buffer()
+
+    def _write_buffer(self) -> None:
+        events, self._buffer = self._buffer, []
+        if not events:
             return
-        if kept:
-            self.counts.spooled += 1
-            self._diverting = True
-        else:
-            self.counts.dropped += 1
+        try:
+            kept = self.spool.append_many(events)
+        except SpoolError as error:
+            self.counts.spooled += error.kept
+            self._spool_failed(error, lost=len(events) - error.kept)
+            return
+        self.counts.spooled += kept
+        self.counts.dropped += len(events) - kept
 
     def _spool_failed(self, error: SpoolError, lost: int) -> None:
         self.counts.dropped += lost
@@ -229,6 +245,7 @@ class Delivery:
         """Replay the spool(s) in order, unless backing off. Called with the lock held and nothing in flight."""
         if not force and time.monotonic() < self._blocked_until:
             return
+        self._write_buffer()  # the spool holds every kept event, in order, before it is replayed
         pending = 0
         for spool in (self.legacy_spool, self.spool):
             if spool is None or pending:
@@ -291,14 +308,11 @@ class Delivery:
             self._children.setdefault(parent_id, set()).add(seq)
         if not node.waiting:
             self._make_ready(seq)
+        self._spill_ready()
 
     def _make_ready(self, seq: int) -> None:
-        if self._diverting:  # the spool holds earlier events: this one goes behind them
-            self._keep(self._nodes[seq].event)
-            self._finish(seq)
-        else:
-            self._ready.append(seq)
-            self._cv.notify_all()
+        heapq.heappush(self._ready, seq)
+        self._cv.notify_all()
 
     def _finish(self, seq: int) -> None:
         node = self._nodes.pop(seq)
@@ -318,9 +332,10 @@ class Delivery:
         self._cv.notify_all()
 
     def _spill_ready(self) -> None:
-        """While diverting: the events ready to go follow the failed one into the spool, in order."""
+        """While diverting (the spool holds earlier events): the events ready to go follow them into the spool,
+        oldest first, and so do the events each of them released, so the spool keeps the order handed over."""
         while self._diverting and self._ready:
-            seq = self._ready.popleft()
+            seq = heapq.heappop(self._ready)
             self._keep(self._nodes[seq].event)
             self._finish(seq)
 
@@ -337,7 +352,7 @@ class Delivery:
                     self._spill_ready()
                     if not self._ready:
                         continue
-                    seq = self._ready.popleft()
+                    seq = heapq.heappop(self._ready)
                     node = self._nodes[seq]
                     self._in_flight += 1
                 error = self._attempt(transport, node.event)

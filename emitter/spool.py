@@ -50,6 +50,8 @@ DEAD_LETTERS_FILE = "dead-letters.jsonl"
 class SpoolError(Exception):
     """The spool cannot be written; the message is one line naming the spool and the reason."""
 
+    kept = 0  #: records of the failed append that did reach the file whole
+
 
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: temp file, fsync, rename, fsync the directory."""
@@ -196,7 +198,13 @@ class Spool:
     def append(self, event: Mapping[str, Any]) -> bool:
         """Append one event. False (and one warning) when the spool is full: the event is dropped.
         Raises :class:`SpoolError` when the spool cannot be written."""
-        return self._append(self.events_path, encode_record(event), self.max_bytes - self.pending_bytes())
+        return self.append_many([event]) == 1
+
+    def append_many(self, events: list[Mapping[str, Any]]) -> int:
+        """Append events in order with one lock and one write; returns how many were kept (the rest did not fit
+        in ``max_bytes``: dropped, one warning). Raises :class:`SpoolError` (its ``kept`` says how many whole
+        records did reach the file) when the spool cannot be written."""
+        return self._append_lines(self.events_path, [encode_record(e) for e in events], self.pending_bytes)
 
     def add_dead_letter(self, event: Mapping[str, Any], status: int, answer: str) -> bool:
         """Set aside an event the backend refused for good, with its answer (redacted, shortened).
@@ -205,47 +213,64 @@ class Spool:
 
         record = {"status": status, "answer": redact(answer[:ANSWER_CHARS]),
                   "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "event": event}
-        try:
-            used = self.dead_letters_path.stat().st_size
-        except OSError:
-            used = 0
-        return self._append(self.dead_letters_path, encode_record(record), self.max_bytes - used)
 
-    def _append(self, path: Path, line: bytes, room: int) -> bool:
-        if len(line) > room:
-            if not self._warned_full:
+        def used() -> int:
+            try:
+                return self.dead_letters_path.stat().st_size
+            except OSError:
+                return 0
+
+        return self._append_lines(self.dead_letters_path, [encode_record(record)], used) == 1
+
+    def _append_lines(self, path: Path, lines: list[bytes], used: Callable[[], int]) -> int:
+        with self._locked(create=True):
+            room, fitting = self.max_bytes - used(), 0
+            for line in lines:
+                if len(line) > room:
+                    break
+                room -= len(line)
+                fitting += 1
+            if fitting < len(lines) and not self._warned_full:
                 self._warned_full = True
                 log.warning("lineage spool %s is full (%d bytes): new undeliverable events are DROPPED "
                             "until `emitter replay` drains it or spool.maxBytes is raised",
                             self.directory, self.max_bytes)
-            return False
-        with self._locked(create=True):
+            if not fitting:
+                return 0
             self._write_destination()
+            self._write(path, b"".join(lines[:fitting]))
+        return fitting
+
+    def _write(self, path: Path, data: bytes) -> None:
+        """One append of whole records. On a failure, what was written is cut back to its last whole record
+        (the SpoolError's ``kept`` counts those), so no torn record stays behind."""
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # read: the last byte
+        except OSError as error:
+            raise SpoolError(f"lineage spool {path} cannot be written ({_reason(error)})") from None
+        try:
+            size = os.fstat(fd).st_size
+            lead = b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""  # end a torn record first
+            data = lead + data
+            written = 0
             try:
-                fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # read: the last byte
-                size = os.fstat(fd).st_size
+                while written < len(data):  # a write may be cut short (signal, limit): go on until it fails
+                    written += os.write(fd, data[written:])
             except OSError as error:
-                raise SpoolError(f"lineage spool {path} cannot be written ({_reason(error)})") from None
-            try:
-                if size and os.pread(fd, 1, size - 1) != b"\n":
-                    line = b"\n" + line  # end a torn record first: it must not merge with this one
-                try:
-                    written = os.write(fd, line)
-                    if written != len(line):
-                        raise OSError(28, "No space left on device")  # a short write: the disk filled up
-                except OSError as error:
-                    _truncate(fd, size)  # no partial record stays behind
-                    raise SpoolError(f"lineage spool {path} cannot be written ({_reason(error)})") from None
-                if time.monotonic() - self._synced_at > SYNC_EVERY_SECONDS:
-                    os.fsync(fd)
-                    self._synced_at = time.monotonic()
-                elif str(path) not in self._unsynced:
-                    self._unsynced.append(str(path))
-            except OSError as error:  # pread or fsync
-                raise SpoolError(f"lineage spool {path} cannot be written ({_reason(error)})") from None
-            finally:
-                os.close(fd)
-        return True
+                whole = data.rfind(b"\n", 0, written) + 1  # bytes of whole records written
+                _truncate(fd, size + whole)
+                failure = SpoolError(f"lineage spool {path} cannot be written ({_reason(error)})")
+                failure.kept = data[len(lead):whole].count(b"\n") if whole > len(lead) else 0
+                raise failure from None
+            if time.monotonic() - self._synced_at > SYNC_EVERY_SECONDS:
+                os.fsync(fd)
+                self._synced_at = time.monotonic()
+            elif str(path) not in self._unsynced:
+                self._unsynced.append(str(path))
+        except OSError as error:  # fstat, pread or fsync
+            raise SpoolError(f"lineage spool {path} cannot be written ({_reason(error)})") from None
+        finally:
+            os.close(fd)
 
     def _write_destination(self) -> None:
         if self.destination is None or (self.directory / DESTINATION_FILE).exists():
@@ -351,7 +376,7 @@ def _truncate(fd: int, size: int) -> None:
         log.warning("a torn record could not be cut off the lineage spool; the next append ends it")
 
 
-def spools_under(root: Path) -> list[Spool]:
+def spools_under(root: Path, max_bytes: int) -> list[Spool]:
     """Every spool kept under ``root``: one per destination sub-directory, plus ``root`` itself when an older
     version spooled there. Their ``destination`` is what each recorded (None when unknown)."""
     found: list[Spool] = []
@@ -360,12 +385,12 @@ def spools_under(root: Path) -> list[Spool]:
     except OSError:
         children = []
     for child in children:
-        spool = Spool(child, 0)
+        spool = Spool(child, max_bytes)
         destination = spool.read_destination()
         if destination is not None or spool.events_path.exists() or spool.dead_letters_path.exists():
             spool.destination = destination
             found.append(spool)
-    legacy = Spool(root, 0)
+    legacy = Spool(root, max_bytes)
     if legacy.events_path.exists() or legacy.dead_letters_path.exists():
         found.append(legacy)
     return found

@@ -1,0 +1,150 @@
+"""Benchmark delivery under faults (issue 11): `harvest sqlserver --xml` of 5,000 statements, each in a fresh
+process, to
+
+- the file transport (the reference);
+- an HTTP backend answering every POST after 10 ms (a slow Marquez), in its own process on 127.0.0.1;
+- an HTTP backend that takes every request and never answers (a hanging Marquez): all events must be spooled.
+
+    .venv/bin/python benchmarks/delivery_faults.py
+    .venv/bin/python benchmarks/delivery_faults.py --statements 5000 --delay-ms 10 --in-flight 16
+
+Targets: slow backend <= 2x the file transport's wall time; hanging backend spooled within 15 s.
+Prints one line per case (wall seconds, exit code, events delivered/spooled) and the ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sqlserver_harvest import generate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The backend, run as its own process so its CPU time is not the harvest's.
+SERVER = r'''
+import sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+mode, delay = sys.argv[2], float(sys.argv[3])
+count = [0]
+lock = threading.Lock()
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as Marquez
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with lock:
+            count[0] += 1
+        if mode == "hang":
+            time.sleep(3600)
+        time.sleep(delay)
+        self.send_response(201)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def do_GET(self):
+        body = str(count[0]).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+ThreadingHTTPServer.daemon_threads = True
+ThreadingHTTPServer.request_queue_size = 512
+server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+print("ready", flush=True)
+server.serve_forever()
+'''
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def harvest(log: Path, work: Path, conf: list[str]) -> tuple[float, int, str]:
+    """Run `harvest sqlserver` in a fresh process: (wall seconds, exit code, its summary lines)."""
+    env = {**os.environ, "LINEAGE_CAPTURE_STATE_DIR": str(work / "state")}
+    argv = [sys.executable, "-m", "harvesters.cli", "sqlserver", "--xml", str(log), "--server", "db01"]
+    for pair in conf:
+        argv += ["--conf", pair]
+    started = time.perf_counter()
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    lines = [line for line in done.stderr.splitlines() if line.startswith(("INFO: lineage events", "harvest "))]
+    return elapsed, done.returncode, " | ".join(lines)
+
+
+def with_backend(mode: str, delay: float, run: callable) -> tuple[tuple[float, int, str], int]:
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-c", SERVER, str(port), mode, str(delay)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        result = run(f"http://127.0.0.1:{port}")
+        if mode == "hang":
+            received = -1
+        else:
+            import urllib.request
+
+            received = int(urllib.request.urlopen(f"http://127.0.0.1:{port}/count").read())
+        return result, received
+    finally:
+        server.kill()
+        server.wait()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--statements", type=int, default=5000)
+    parser.add_argument("--delay-ms", type=float, default=10.0)
+    parser.add_argument("--timeout-ms", type=int, default=5000, help="the http transport's timeout (its default)")
+    parser.add_argument("--in-flight", type=int, default=None,
+                        help="requests in flight (transport.type=async_http, max_concurrent_requests=N); "
+                             "default: the emitter's http default")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    work = Path(tempfile.mkdtemp(prefix="delivery_bench_"))
+    try:
+        log = work / "log.xml"
+        generate(log, args.statements)
+        out = work / "events.jsonl"
+        file_s, file_code, file_summary = harvest(log, work, ["transport.type=file", f"transport.location={out}"])
+        events = sum(1 for _ in open(out, "rb"))
+        print(f"file transport:        {file_s:6.2f} s  exit {file_code}  {events} events  [{file_summary}]")
+
+        def http(url: str, spool: str) -> tuple[float, int, str]:
+            shutil.rmtree(work / spool, ignore_errors=True)
+            conf = ["transport.type=http", f"transport.url={url}", f"transport.timeoutInMillis={args.timeout_ms}",
+                    f"spool.dir={work / spool}"]
+            if args.in_flight:  # async_http's own key sets how many requests the emitter keeps in flight
+                conf += ["transport.type=async_http", f"transport.max_concurrent_requests={args.in_flight}"]
+            return harvest(log, work, conf)
+
+        (slow_s, slow_code, slow_summary), received = with_backend("slow", args.delay_ms / 1000,
+                                                                   lambda url: http(url, "spool-slow"))
+        ratio = slow_s / file_s
+        print(f"http, {args.delay_ms:g} ms answers:  {slow_s:6.2f} s  exit {slow_code}  {received} POSTs received  "
+              f"ratio to file {ratio:.2f} (target <= 2)  [{slow_summary}]")
+        (hang_s, hang_code, hang_summary), _ = with_backend("hang", 0, lambda url: http(url, "spool-hang"))
+        spooled = sum(1 for p in (work / "spool-hang").rglob("events.jsonl") for _ in open(p, "rb"))
+        print(f"http, hanging backend: {hang_s:6.2f} s  exit {hang_code}  {spooled} events spooled "
+              f"(target: all {events} within 15 s)  [{hang_summary}]")
+        print(json.dumps({"statements": args.statements, "file_s": round(file_s, 2), "slow_s": round(slow_s, 2),
+                          "slow_ratio": round(ratio, 2), "hang_s": round(hang_s, 2), "hang_spooled": spooled,
+                          "events": events}))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -20,19 +20,19 @@ def iso(t: float | None) -> str | None:
 
 def job_json(graph: Graph, j: Job) -> dict:
     """One job of the current graph as JSON."""
+    dk = graph.dataset_keys()
     return {"key": j.key, "namespace": j.effective_namespace, "fqn": j.fqn, "name": j.name,
             "job_namespace": j.namespace, "job_type": j.job_type, "integration": j.integration,
             "parent": graph.jobs[j.parent_id].key if j.parent_id in graph.jobs else None,
             "version": j.version, "lineage_unknown": j.lineage_unknown, "latest_state": j.state,
             "latest_time": iso(j.latest_t), "runs": j.nruns, **({"error": j.error} if j.error else {}),
-            "inputs": sorted(graph.dataset_key(d) for d in j.inputs),
-            "outputs": sorted(graph.dataset_key(d) for d in j.outputs)}
+            "inputs": sorted([dk[d] for d in j.inputs]), "outputs": sorted([dk[d] for d in j.outputs])}
 
 
 def show_json(graph: Graph) -> dict:
     """``graph show --json``: every job (parents included) and every dataset of the current graph."""
     return {"jobs": [job_json(graph, j) for j in graph.visible_jobs()],
-            "datasets": sorted(graph.dataset_key(d) for d in graph.datasets)}
+            "datasets": sorted(graph.dataset_keys().values())}
 
 
 def show_text(graph: Graph) -> str:
@@ -75,6 +75,7 @@ def walk_text(w: Walk) -> str:
 def dag_json(graph: Graph, dag: TaskDag, level: str | int) -> dict:
     """The task DAG as JSON: tasks with level, members and dependencies; edges with datasets; cycles."""
     name = {t: j.key for t, j in dag.tasks.items()}
+    dk = graph.dataset_keys()
     deps: dict[int, list[int]] = {t: [] for t in dag.tasks}
     for a, b in dag.edges:
         deps[b].append(a)
@@ -83,13 +84,13 @@ def dag_json(graph: Graph, dag: TaskDag, level: str | int) -> dict:
         "tasks": [{"task": name[t], "level": dag.levels[t], "latest_state": dag.tasks[t].state,
                    "dependencies": sorted(name[a] for a in deps[t]),
                    "jobs": sorted(graph.jobs[m].key for m in dag.members[t]),
-                   "inputs": sorted(graph.dataset_key(d) for d in dag.inputs[t]),
-                   "outputs": sorted(graph.dataset_key(d) for d in dag.outputs[t])}
+                   "inputs": sorted([dk[d] for d in dag.inputs[t]]),
+                   "outputs": sorted([dk[d] for d in dag.outputs[t]])}
                   for t in sorted(dag.tasks, key=lambda t: (dag.levels[t], name[t]))],
-        "edges": [{"from": name[a], "to": name[b], "datasets": sorted(graph.dataset_key(d) for d in ds)}
+        "edges": [{"from": name[a], "to": name[b], "datasets": sorted([dk[d] for d in ds])}
                   for (a, b), ds in sorted(dag.edges.items(), key=lambda e: (name[e[0][0]], name[e[0][1]]))],
         "cycles": [{"tasks": [name[t] for t in c["tasks"]],
-                    "datasets": sorted(graph.dataset_key(d) for d in c["datasets"])} for c in dag.cycles],
+                    "datasets": sorted([dk[d] for d in c["datasets"]])} for c in dag.cycles],
     }
 
 

@@ -197,3 +197,25 @@ def test_unusual_values_are_bad_lines_not_crashes(tmp_path, capsys, line, reason
     assert main(["graph", "ingest", "--json", "--db", str(tmp_path / "g.sqlite"), str(f)]) == 1
     assert json.loads(capsys.readouterr().out)["bad"] == [f"{f}:1: {reason}" + (
         ", ".join([""] + sorted(ingest.EVENT_TYPES))[1:] if reason.endswith("one of") else "")]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 7)), st.sampled_from([None, "DAG", "TASK"]),
+                          st.integers(0, 2), st.booleans()), min_size=1, max_size=8))
+def test_task_fold_agrees_with_fold_target(spec):
+    """task_dag's per-job memo of the top-most non-container ancestor gives fold_target's answer, parent cycles
+    and parents that are not loaded included."""
+    from lineage_graph.derive import Graph, Job, fold_target, task_dag
+
+    jobs = {}
+    for i, (parent, job_type, nruns, io) in enumerate(spec):
+        j = Job(i, "ns", f"j{i}", f"j{i}", "ns", parent, job_type, None, nruns=nruns)
+        if io:
+            j.outputs.add(i)
+        jobs[i] = j
+    graph = Graph(jobs, {i: ("db", f"d{i}") for i in range(len(spec))})
+    expected: dict[int, list[int]] = {}
+    for j in jobs.values():
+        if j.nruns and (t := fold_target(graph, j, "task")) is not None:
+            expected.setdefault(t, []).append(j.id)
+    assert task_dag(graph, "task").members == expected

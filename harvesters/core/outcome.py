@@ -46,4 +46,6 @@ class HarvestCounts:
     skipped: Counter[str] = attrs.field(factory=Counter)  # records without a statement, by reason
     unparsed: Counter[str] = attrs.field(factory=Counter)  # statements whose lineage failed, by reason
     outside_window: int = 0
+    #: statements harvested with a flaw a person should fix (tables without a database), by note (exit code 1)
+    attention: Counter[str] = attrs.field(factory=Counter)
     source: Counter[str] = attrs.field(factory=Counter)  # reader notes (rollover, duplicates, window sides)

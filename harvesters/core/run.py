@@ -82,6 +82,12 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
                         help="stop at the first event at or after TIME; the state then resumes there")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the events as JSON lines on stdout instead of sending them; state untouched")
+    parser.add_argument("--parent-namespace", metavar="NS",
+                        help="Airflow's OpenLineage namespace, for the compact parent id 'ol=<dag>/<task>/<run>/<dag "
+                             "run>' that leaves it out (default: the job namespace)")
+    parser.add_argument("--keep-system-objects", action="store_true",
+                        help="keep the server's own catalog and monitoring views (sys.*, INFORMATION_SCHEMA, msdb's "
+                             "job tables, tempdb, SNOWFLAKE.ACCOUNT_USAGE ...) as datasets; left out by default")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="OpenLineage configuration override, e.g. transport.type=file (repeatable; wins over "
                              "openlineage.yml and OPENLINEAGE__* variables; keep secrets in those instead)")
@@ -153,6 +159,7 @@ def summary_line(label: str, harvest: Any, grouper: Any, open_runs: int, note: s
              f"{unreadable} unreadable" + (f" ({_by_reason(c.unreadable)})" if unreadable else "")]
     if c.outside_window:
         parts.append(f"{c.outside_window} before --since")
+    parts.extend(f"{n} {note}" for note, n in getattr(c, "attention", {}).items() if n)
     if c.source:
         parts.append(_by_reason(c.source))
     if open_runs:
@@ -208,7 +215,8 @@ def finish_harvest(label: str, args: argparse.Namespace, emitter: Any, checkpoin
     print(summary_line(label, harvest, grouper, grouper.open_count if args.state else 0, note), file=sys.stderr)
     if undelivered:
         return EXIT_SPOOLED
-    bad = sum(harvest.counts.unparsed.values()) + sum(harvest.counts.unreadable.values())
+    bad = sum(harvest.counts.unparsed.values()) + sum(harvest.counts.unreadable.values()) \
+        + sum(getattr(harvest.counts, "attention", {}).values())  # e.g. tables without a database
     return EXIT_SKIPPED if bad else EXIT_OK
 
 
@@ -271,6 +279,7 @@ def run_harvest(make_source: Callable[[argparse.Namespace], HarvestSource], labe
             print(f"{label}: {error}", file=sys.stderr)
             return EXIT_USAGE
         grouper = TaskGrouper(emitter.emit, job_namespace(args.namespace), source.integration, args.idle_gap)
+        grouper.parent_namespace = getattr(args, "parent_namespace", None) or grouper.job_namespace
         grouper.restore(checkpoint.last.get("open_runs", ()))
         progress = Progress(label)
         try:

@@ -26,8 +26,10 @@ SQL, table lineage, status, query id). :class:`TaskGrouper` groups them:
   the task run's COMPLETE carries the union of its children's inputs and outputs: ``a -> b``.
 * **Parents**: ``openlineage_parent_id=<namespace>/<job>/<runId>`` in the task name or in a comment of a
   statement makes that run (an Airflow task) the parent of the task run; ``openlineage_root_parent_id=``
-  names the root (else the parent is the root). Children have the task run as parent and the task's root
-  (the Airflow root, else the task run itself) as root.
+  names the root (else the parent is the root). The compact form ``ol=<dag_id>/<task_id>/<run id>/<dag run id>``
+  (:func:`compact_parent_id`; the namespace from ``--parent-namespace``) fits SQL Server's 128-character
+  application name; a malformed or truncated id names no parent (:func:`parse_parent_ids` says why). Children
+  have the task run as parent and the task's root (the Airflow root, else the task run itself) as root.
 
 Run ids are deterministic (:func:`emitter.run_ids.stable_run_id` over the start instant and a natural key),
 so the same log harvested twice gives the same events. Open task runs can be saved and restored
@@ -36,7 +38,9 @@ harvest ends is continued, not split, by the next harvest.
 """
 from __future__ import annotations
 
+import base64
 import re
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from datetime import datetime, timedelta
@@ -58,6 +62,10 @@ from harvesters.core.state import gap_exceeded, is_idle
 RUN_MARKER = "openlineage_run_marker"
 _PARENT_ID = re.compile(r"openlineage_parent_id=([^\s;,'\"*]+)")
 _ROOT_PARENT_ID = re.compile(r"openlineage_root_parent_id=([^\s;,'\"*]+)")
+#: The compact parent form (:func:`compact_parent_id`), at the start of the text or after a space or separator.
+_COMPACT_PARENT = re.compile(r"(?:^|(?<=[\s;|,(]))ol=([^\s;,'\"*)]+)")
+COMPACT_PREFIX = "ol="
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 #: Comments of a statement (``-- ...`` to the end of the line, ``/* ... */``): where parent ids are looked for.
 _COMMENT = re.compile(r"--[^\r\n]*|/\*.*?\*/", re.DOTALL)
 
@@ -65,6 +73,8 @@ _COMMENT = re.compile(r"--[^\r\n]*|/\*.*?\*/", re.DOTALL)
 TASK_NAME_RULES: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     # the parent hint is not part of the task's name: "etl::load openlineage_parent_id=ns/dag.t/01.." -> etl::load
     (re.compile(r"\s*[;|,]?\s*openlineage_(?:root_)?parent_id=[^\s;,'\"*]+"), ""),
+    # the compact form too: "python_task::task1 ol=etl_dag/load/AZ..." -> python_task::task1
+    (re.compile(r"\s*[;|,]?\s*(?:^|(?<=[\s;|,]))ol=[^\s;,'\"*]+"), ""),
     # SSIS appends the execution GUID: "SSIS-LoadFactSales-{7C1E2B40-...}" -> SSIS-LoadFactSales
     (re.compile(r"-?\{[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}\}"), ""),
     # SQL Agent: "SQLAgent - TSQL JobStep (Job 0x8F1C... : Step 2)" -> sqlagent.job_8f1c....step_2
@@ -124,15 +134,92 @@ def statement_run_id(start: datetime, namespace: str, query_id: str) -> str:
 
 
 def find_parent_ids(task: str, sql: str) -> tuple[str | None, str | None]:
-    """(``openlineage_parent_id``, ``openlineage_root_parent_id``) from the task name, else from a comment."""
-    for text in (task, *(_COMMENT.findall(sql) if "openlineage_" in sql else ())):
-        if "openlineage_" not in text:
-            continue
-        parent = _PARENT_ID.search(text)
-        if parent:
-            root = _ROOT_PARENT_ID.search(text)
-            return parent.group(1), root.group(1) if root else None
+    """(``openlineage_parent_id``, ``openlineage_root_parent_id``) from the task name, else from a comment.
+
+    The compact form (``ol=...``, :func:`compact_parent_id`) is returned whole as the parent id (its root is inside
+    it); :func:`parse_parent_ids` reads both forms.
+    """
+    for text in (task, *(_COMMENT.findall(sql) if "openlineage_" in sql or "ol=" in sql else ())):
+        if "openlineage_" in text:
+            parent = _PARENT_ID.search(text)
+            if parent:
+                root = _ROOT_PARENT_ID.search(text)
+                return parent.group(1), root.group(1) if root else None
+        if "ol=" in text:
+            compact = _COMPACT_PARENT.search(text)
+            if compact:
+                return COMPACT_PREFIX + compact.group(1), None
     return None, None
+
+
+def compact_parent_id(parent_id: str, root_parent_id: str | None = None) -> str:
+    """The compact form of Airflow's parent (and root) id, for SQL Server's 128-character application name.
+
+    ``<ns>/<dag_id>.<task_id>/<task run id>`` with root ``<ns>/<dag_id>/<dag run id>`` becomes
+    ``ol=<dag_id>/<task_id>/<task run id>/<dag run id>``, each UUID in 22 base64url characters; without a root
+    (or when the parent job is not ``<root job>.<task>``) ``ol=<job>/<task run id>``. The namespace is left out:
+    the harvester takes Airflow's namespace from ``--parent-namespace`` (default: the job namespace). A 60-character
+    ``dag_id.task_id`` gives 111 characters with the task name ``python_task::task1 `` in front.
+    """
+    parent = RunRef.parse(parent_id)
+    root = RunRef.parse(root_parent_id) if root_parent_id else None
+    run = _short_uuid(parent.run_id)
+    if root is not None and parent.job.name.startswith(root.job.name + "."):
+        task = parent.job.name[len(root.job.name) + 1 :]
+        return f"{COMPACT_PREFIX}{root.job.name}/{task}/{run}/{_short_uuid(root.run_id)}"
+    return f"{COMPACT_PREFIX}{parent.job.name}/{run}"
+
+
+def _short_uuid(run_id: str) -> str:
+    return base64.urlsafe_b64encode(uuid.UUID(run_id).bytes).decode().rstrip("=")
+
+
+def _full_uuid(text: str) -> str | None:
+    """A run id as the canonical lower-case UUID: from itself, 32 hex digits or 22 base64url characters; None when
+    it is none of these (a truncated id)."""
+    text = text.strip()
+    if len(text) == 36 and _UUID.fullmatch(text.lower()):
+        return text.lower()
+    try:
+        if len(text) == 32:
+            return str(uuid.UUID(hex=text))
+        if len(text) == 22:
+            return str(uuid.UUID(bytes=base64.urlsafe_b64decode(text + "==")))
+    except ValueError:
+        return None
+    return None
+
+
+@lru_cache(maxsize=1024)  # one Airflow task run's id comes with each of its statements
+def parse_parent_ids(parent_id: str | None, root_parent_id: str | None, parent_namespace: str
+                     ) -> tuple[RunRef | None, RunRef | None, str | None]:
+    """(parent, root, problem) from the ids :func:`find_parent_ids` found: the long form
+    ``<namespace>/<job>/<uuid>`` or the compact ``ol=...`` (namespace ``parent_namespace``). A malformed or
+    truncated id gives no parent and the problem, for the harvest to count (run ids must be UUIDs)."""
+    if not parent_id:
+        return None, None, None
+    if parent_id.startswith(COMPACT_PREFIX):
+        parts = parent_id[len(COMPACT_PREFIX):].split("/")
+        if len(parts) == 4 and all(parts):
+            runs = [_full_uuid(parts[2]), _full_uuid(parts[3])]
+            if runs[0] and runs[1]:
+                return (RunRef(runs[0], JobRef(parent_namespace, f"{parts[0]}.{parts[1]}")),
+                        RunRef(runs[1], JobRef(parent_namespace, parts[0])), None)
+        elif len(parts) == 2 and all(parts):
+            run = _full_uuid(parts[1])
+            if run:
+                return RunRef(run, JobRef(parent_namespace, parts[0])), None, None
+        return None, None, "malformed compact parent id (ol=<dag>/<task>/<run id>/<dag run id>; truncated?)"
+    parent = _parse_ref(parent_id)
+    if parent is None:
+        return None, None, "malformed openlineage_parent_id (<namespace>/<job>/<run id>)"
+    if _full_uuid(parent.run_id) is None:
+        return None, None, "openlineage_parent_id run id is not a UUID (truncated application name?)"
+    parent = attrs.evolve(parent, run_id=_full_uuid(parent.run_id))
+    root = _parse_ref(root_parent_id)
+    if root_parent_id and (root is None or _full_uuid(root.run_id) is None):
+        return parent, None, "malformed openlineage_root_parent_id (truncated application name?)"
+    return parent, None if root is None else attrs.evolve(root, run_id=_full_uuid(root.run_id)), None
 
 
 def is_run_marker(sql: str) -> bool:
@@ -326,6 +413,8 @@ class TaskGrouper:
         self._open: dict[tuple[str, str, str], TaskRun] = {}
         self._module_owner: dict[str, tuple[str, str, str]] = {}  # module_key -> task run key
         self._query_type = JobType("QUERY", integration)
+        #: Airflow's namespace, for the compact parent form (``ol=...``, which leaves it out)
+        self.parent_namespace = job_namespace
         self._task_type = JobType("TASK", integration)
         self._last_sweep: datetime | None = None
 
@@ -426,8 +515,7 @@ class TaskGrouper:
         self._sink(record)
 
     def _start_task(self, key: tuple[str, str, str], job_name: str, statement: Statement) -> TaskRun:
-        parent = _parse_ref(statement.parent_id)
-        root = _parse_ref(statement.root_parent_id) if parent else None
+        parent, root, _ = parse_parent_ids(statement.parent_id, statement.root_parent_id, self.parent_namespace)
         job = JobRef(self.job_namespace, job_name)
         run_id = stable_run_id(statement.start, "task", self.job_namespace, job_name, statement.host,
                                statement.session)

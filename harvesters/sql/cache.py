@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from harvesters.sql.prepared import prepared_call
+from harvesters.sql.system import without_system_objects
 
 _SHAPE_TOKENS = re.compile(
     r"(?=[\[\"N'+\-0-9])"  # the first characters of the tokens below: lets the scan skip other text fast
@@ -74,8 +75,13 @@ NO_LINEAGE = Lineage((), (), (), (), (), None)
 class LineageCache:
     """``table_lineage`` memoised by (statement shape, default database), bounded (least recently used out).
 
-    :meth:`memoised` is the cache itself; the Snowflake harvester's cache keys it differently.
+    :meth:`memoised` is the cache itself; the Snowflake harvester's cache keys it differently. The dialect's system
+    objects (:mod:`harvesters.sql.system`: catalog views, ``SNOWFLAKE.ACCOUNT_USAGE`` ...) are left out of the
+    lineage it keeps unless :attr:`keep_system_objects` is set (once per statement shape, not per statement).
     """
+
+    #: keep the dialect's system objects as datasets (``--keep-system-objects``)
+    keep_system_objects: bool = False
 
     def __init__(self, dialect: str, default_schema: str | None, max_entries: int = 20_000) -> None:
         from harvesters.sql.engine import table_lineage
@@ -103,9 +109,13 @@ class LineageCache:
         self.misses += 1
         try:
             found = self._table_lineage(sql, self.dialect, **engine_options)
-            result = Lineage(tuple(found.inputs), tuple(found.outputs), tuple(found.temp_inputs),
+            inputs, outputs = tuple(found.inputs), tuple(found.outputs)
+            if not self.keep_system_objects:
+                inputs = without_system_objects(inputs, self.dialect)
+                outputs = without_system_objects(outputs, self.dialect)
+            result = Lineage(inputs, outputs, tuple(found.temp_inputs),
                              tuple(found.temp_outputs), tuple(found.statement_types), found.error,
-                             self._columns(sql, found.inputs, found.outputs, engine_options) if found.outputs else ())
+                             self._columns(sql, inputs, outputs, engine_options) if outputs else ())
         except Exception as error:  # noqa: BLE001 - the engine promises not to raise; a bug costs one statement
             result = Lineage((), (), (), (), (), f"lineage engine error: {type(error).__name__}")
         self._cache[key] = result

@@ -7,10 +7,12 @@ whole, skipping what the watermark says was harvested before.
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import hashlib
 import logging
 import os
+import re
 import sys
 from collections.abc import Generator, Mapping
 from datetime import datetime, timezone
@@ -55,6 +57,9 @@ def add_sqlserver_parser(sub: Any) -> None:
     parser.add_argument("--server", metavar="HOST[:PORT]",
                         help="server the datasets live on: namespace sqlserver://host:port (port 1433 by "
                              "default; HOST\\INSTANCE for a named instance). Required with --xml and --dsn")
+    parser.add_argument("--default-database", metavar="NAME",
+                        help="database of tables named without one when the event carries no database_name and "
+                             "the session said no USE (else they are counted: exit code 1)")
     parser.add_argument("--max-statement-chars", type=int, default=None, metavar="N",
                         help="longer statements are not parsed for lineage (default 1000000)")
     add_common_options(parser)
@@ -116,8 +121,11 @@ class SqlServerSource:
         from harvesters.sqlserver.reading import DEFAULT_MAX_STATEMENT_CHARS, EventConverter, Harvest, LineageCache
 
         args = self.args
-        self.converter = EventConverter(self.namespace, LineageCache(),
-                                        args.max_statement_chars or DEFAULT_MAX_STATEMENT_CHARS)
+        lineage = LineageCache()
+        lineage.keep_system_objects = bool(getattr(args, "keep_system_objects", False))
+        self.converter = EventConverter(self.namespace, lineage,
+                                        args.max_statement_chars or DEFAULT_MAX_STATEMENT_CHARS,
+                                        default_database=getattr(args, "default_database", None))
         self.converter.restore(list(checkpoint.last.get("covered_activities", ())),
                                list(checkpoint.last.get("pending_errors", ())))
         harvest = Harvest(self.converter, grouper, Window(args.since, args.until), progress.tick)
@@ -191,9 +199,55 @@ def _xml_items(path: str, saved: Mapping[str, Any] | None, reader: Any) -> tuple
     return read_file(path, offset), offset
 
 
+#: How much of a file's start and end is read to find its first and last event times.
+PEEK_BYTES = 256 * 1024
+_EVENT_TIME = re.compile(r'<event\s+name="[^"]*"\s+package="[^"]*"\s+timestamp="([^"]+)"')
+
+
+def _peek_times(path: str) -> tuple[datetime | None, datetime | None]:
+    """(first, last) event time of an XML file, from its first and last PEEK_BYTES (None: none found there)."""
+    from harvesters.sqlserver.xevents import parse_time
+
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(PEEK_BYTES)
+        f.seek(max(0, size - PEEK_BYTES) & ~1)  # even offset: a UTF-16 export stays aligned
+        tail = f.read()
+    encoding = "utf-16-le" if head[:2] == codecs.BOM_UTF16_LE else "utf-16-be" if head[:2] == codecs.BOM_UTF16_BE \
+        else "latin-1"
+    times = []
+    for chunk, pick in ((head, 0), (tail, -1)):
+        found = _EVENT_TIME.findall(chunk.decode(encoding, "ignore"))
+        try:
+            times.append(parse_time(found[pick]) if found else None)
+        except ValueError:
+            times.append(None)
+    return times[0], times[1]
+
+
+def time_ordered(names: list[str]) -> tuple[list[str], list[str]]:
+    """The --xml files in the order of their first event (stdin and files without a readable event time keep
+    their place after the others), and a warning for each pair of consecutive files whose times overlap: a task
+    run, or a temp table's flow, spanning both is then read out of order."""
+    peeked = {name: (None, None) if name == "-" else _peek_times(name) for name in dict.fromkeys(names)}
+    timed = sorted((n for n in peeked if peeked[n][0] is not None), key=lambda n: peeked[n][0])  # type: ignore
+    ordered = timed + [n for n in names if n not in timed]
+    warnings = []
+    for before, after in zip(timed, timed[1:]):
+        last, first = peeked[before][1], peeked[after][0]
+        if last is not None and first is not None and last > first:
+            warnings.append(f"{before} ends ({last.isoformat()}) after {after} begins ({first.isoformat()}): "
+                            "their events overlap in time and are read one file after the other")
+    return ordered, warnings
+
+
 def _harvest_xml(args: argparse.Namespace, harvest: Any, state: dict[str, Any]) -> None:
     files = state.setdefault("files", {})
-    for name in args.xml:
+    names, warnings = time_ordered(list(args.xml))  # given out of order, one task run would be split in two
+    for warning in warnings:
+        print(f"{LABEL}: warning: {warning}", file=sys.stderr)
+        harvest.counts.source["--xml files overlapping in time"] += 1
+    for name in names:
         path = name if name == "-" else os.path.abspath(name)
         items, offset = _xml_items(path, files.get(path), harvest.converter.reader)
         position = offset

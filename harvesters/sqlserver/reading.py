@@ -9,10 +9,15 @@ procedure whose ``sp_statement_completed`` events it covers; ``error_reported`` 
 next statement or container of the same activity that was running when the error was raised (a statement event
 has no outcome of its own). Any other event is counted and skipped.
 
-Table lineage comes from :func:`harvesters.sql.engine.table_lineage` (T-SQL, the event's ``database_name`` as the
-default database, ``dbo`` as the default schema), cached by the statement's *shape* (literals replaced by
-``?``) so a statement repeated with other values is parsed once; the SQL facet keeps the original text
-(the emitter redacts it).
+Table lineage comes from :func:`harvesters.sql.engine.table_lineage` (T-SQL, the event's ``database_name`` action
+or field as the default database, else the session's last ``USE``, else ``--default-database``, else the tables
+named without a database are counted; ``dbo`` as the default schema; system objects left out), cached by the
+statement's *shape* (literals replaced by ``?``) so a statement repeated with other values is parsed once; the SQL
+facet keeps the original text (the emitter redacts it).
+
+Drivers' prepared calls are resolved per session: ``sp_prepexec``/``sp_cursoropen`` carry their statement (the
+engine unwraps it), ``sp_prepare``/``sp_cursorprepare`` remember it under the handle the event shows, and
+``sp_execute <handle>`` gets that statement's lineage; a handle never seen prepared is counted as unparsed.
 
 Conversion has two halves: :class:`EventReader` reads one event on its own (a :class:`Reading`: lineage, times,
 status, parent ids) and :class:`EventConverter` applies what earlier events left (covered containers, pending
@@ -20,8 +25,9 @@ errors). Large files do the first half in a second process (:func:`read_readings
 """
 from __future__ import annotations
 
+import re
 import sys
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Generator, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,7 +40,8 @@ from harvesters.sql.cache import LineageCache as BoundedLineageCache
 from harvesters.core.background import read_in_background, send_items
 from harvesters.core.column_facets import output_facets
 from harvesters.core.state import Window
-from harvesters.core.tasks import Statement, TaskGrouper, find_parent_ids, is_run_marker
+from harvesters.core.tasks import Statement, TaskGrouper, find_parent_ids, is_run_marker, parse_parent_ids
+from harvesters.sql.prepared import prepared_call
 from harvesters.sqlserver.xevents import (
     DEFAULT_MAX_EVENT_BYTES,
     Item,
@@ -44,6 +51,10 @@ from harvesters.sqlserver.xevents import (
 )
 
 STATEMENT, CONTAINER, MODULE_END, ERROR = "statement", "container", "module_end", "error"
+#: What a prepared call does with its handle (:attr:`Reading.prepared`).
+PREPARES, EXECUTES = "prepares", "executes"
+#: Summary note: distinct tables named without a database while no database was known (exit code 1).
+NO_DATABASE = "tables without a database (add the database_name action or give --default-database)"
 DIALECT = "tsql"
 DEFAULT_SCHEMA = "dbo"
 #: Statements longer than this are not parsed for lineage (counted as unparsed): a 10 MB generated
@@ -79,6 +90,14 @@ FAILED_RESULTS = frozenset({"error", "abort", "1", "2"})
 NOT_MODULES = frozenset({"", "sp_executesql", "sp_prepexec", "sp_execute"})
 #: How many activity ids of statement events are remembered to recognise their containers.
 ACTIVITY_MEMORY = 100_000
+#: ``USE db`` in a statement: the database its session continues in (the last one of the text wins).
+_USE = re.compile(r"(?i)(?:^|[\s;])use\s+(\[[^\]]+\]|\"[^\"]+\"|[\w@$#]+)")
+
+
+def _last_use(sql: str) -> str | None:
+    """The database of the last ``USE`` in ``sql`` (brackets/quotes removed), or None."""
+    found = _USE.findall(sql)
+    return found[-1].strip('[]"') if found else None
 
 
 @attrs.frozen
@@ -131,6 +150,10 @@ class Reading:
     activity: str
     #: a statement (its ``failed`` from the event alone), a module end, an error, or why there is nothing
     result: Statement | ModuleEnd | ErrorNote | Skip
+    #: a driver's prepared call (harvesters/sql/prepared.py): (PREPARES or EXECUTES, handle, prepared SQL, database)
+    prepared: tuple[str, str, str | None, str | None] | None = None
+    #: the database the statement's names were qualified with (action or field), None when the event names none
+    database: str | None = None
 
 
 class EventReader:
@@ -156,7 +179,18 @@ class EventReader:
             result = self._error(event, activity)
         else:
             sql = event.data.get(kind.sql_field or "", "")
-            result = self._statement(event, kind, sql, activity) if sql.strip() else Skip("no SQL text")
+            if not sql.strip():
+                return Reading(event.timestamp, kind.role, activity, Skip("no SQL text"))
+            database = event.actions.get("database_name") or event.data.get("database_name") or None
+            call = prepared_call(sql)
+            if call is not None and call.handle is not None and (call.sql is not None or call.runs):
+                # sp_prepare/sp_prepexec ... remember the handle; sp_execute <handle>: resolved by the converter
+                handle = f"cursor:{call.handle}" if call.procedure.startswith("sp_cursor") else call.handle
+                prepared = (EXECUTES if call.sql is None else PREPARES, handle, call.sql, database)
+                return Reading(event.timestamp, kind.role, activity,
+                               self._statement(event, kind, sql, activity, database), prepared, database)
+            result = self._statement(event, kind, sql, activity, database)
+            return Reading(event.timestamp, kind.role, activity, result, None, database)
         return Reading(event.timestamp, kind.role, activity, result)
 
     def _error(self, event: XEvent, activity: str) -> ErrorNote | Skip:
@@ -171,9 +205,9 @@ class EventReader:
     def _module_key(self, event: XEvent, activity: str) -> str:
         return f"{activity}/{event.data.get('source_database_id', '')}/{event.data.get('object_id', '')}"
 
-    def _statement(self, event: XEvent, kind: EventKind, sql: str, activity: str) -> Statement | Skip:
+    def _statement(self, event: XEvent, kind: EventKind, sql: str, activity: str,
+                   database: str | None) -> Statement | Skip:
         actions, data = event.actions, event.data
-        database = actions.get("database_name") or None
         unparsed = None
         if len(sql) > self.max_statement_chars:
             found, unparsed = NO_LINEAGE, f"statement longer than {self.max_statement_chars} characters"
@@ -213,8 +247,18 @@ class EventConverter:
     nothing) and the errors raised but not yet given to a statement."""
 
     def __init__(self, namespace: str, lineage: LineageCache,
-                 max_statement_chars: int = DEFAULT_MAX_STATEMENT_CHARS) -> None:
+                 max_statement_chars: int = DEFAULT_MAX_STATEMENT_CHARS, default_database: str | None = None) -> None:
         self.reader = EventReader(namespace, lineage, max_statement_chars)
+        #: the database of statements whose event names none and whose session said none through USE
+        self.default_database = default_database or None
+        # (session, handle) -> (prepared SQL, database): sp_prepare/sp_prepexec seen, for sp_execute <handle>
+        self._handles: OrderedDict[tuple[str, str], tuple[str, str | None]] = OrderedDict()
+        # session -> the database its last USE switched to (events without the database_name action)
+        self._session_database: OrderedDict[str, str] = OrderedDict()
+        # tables named without a database while none was known (a summary note, exit code 1)
+        self._without_database: OrderedDict[str, None] = OrderedDict()
+        #: where notes for a person go (the harvest's ``counts.attention``; set by :class:`Harvest`)
+        self.attention: Counter[str] = Counter()
         # activity ids that had statement events: their containers (batch, rpc) add nothing
         self._covered: OrderedDict[str, None] = OrderedDict()
         # activity id -> (time, message) of the first error raised there and not yet given to a statement
@@ -242,6 +286,8 @@ class EventConverter:
                 if len(self._errors) > ACTIVITY_MEMORY:
                     self._errors.popitem(last=False)
             return Skip("error, read with its statement")
+        if reading.prepared is not None and reading.prepared[0] == PREPARES and isinstance(result, Statement):
+            self._remember_handle(result.session, reading.prepared)
         if role == CONTAINER and activity in self._covered:
             del self._covered[activity]
             self._errors.pop(activity, None)  # the request is over
@@ -251,10 +297,85 @@ class EventConverter:
             if len(self._covered) > ACTIVITY_MEMORY:
                 self._covered.popitem(last=False)
         if isinstance(result, Statement):
+            if reading.prepared is not None and reading.prepared[0] == EXECUTES:
+                resolved = self._execute_handle(result, reading.prepared[1])
+                if isinstance(resolved, Skip):
+                    return attrs.evolve(resolved, statement=self._with_error(result, activity))
+                result = resolved
+            result = self._with_parent(self._with_database(result, reading.database))
             return self._with_error(result, activity)
         if isinstance(result, Skip) and result.statement is not None:
-            return attrs.evolve(result, statement=self._with_error(result.statement, activity))
+            statement = self._with_parent(self._with_database(result.statement, reading.database))
+            return attrs.evolve(result, statement=self._with_error(statement, activity))
         return result
+
+    def _with_parent(self, statement: Statement) -> Statement:
+        """A statement naming a malformed or truncated Airflow parent id (a cut application name): counted, and
+        read as naming none (an event with a cut run id fails the OpenLineage schema)."""
+        if statement.parent_id is None:
+            return statement
+        problem = parse_parent_ids(statement.parent_id, statement.root_parent_id, "")[2]
+        if problem is None:
+            return statement
+        self.attention[problem] += 1
+        if statement.root_parent_id is not None and problem.startswith("malformed openlineage_root"):
+            return attrs.evolve(statement, root_parent_id=None)
+        return attrs.evolve(statement, parent_id=None, root_parent_id=None)
+
+    # ---- prepared handles and databases: what a session said earlier -----------------------------------
+
+    def _remember_handle(self, session: str, prepared: tuple[str, str, str | None, str | None]) -> None:
+        _, handle, sql, database = prepared
+        if sql is None:
+            return
+        key = (session, handle)
+        self._handles[key] = (sql, database)
+        self._handles.move_to_end(key)
+        if len(self._handles) > ACTIVITY_MEMORY:
+            self._handles.popitem(last=False)
+
+    def _execute_handle(self, statement: Statement, handle: str) -> Statement | Skip:
+        """``sp_execute <handle>``: the statement its session prepared under that handle, with that statement's
+        lineage and text; a handle prepared before the log (or in another harvest) is counted, not guessed."""
+        prepared = self._handles.get((statement.session, handle))
+        if prepared is None:
+            return Skip("prepared statement handle not seen in this session (sp_execute without its sp_prepare)",
+                        unparsed=True)
+        sql, database = prepared
+        found = self.reader.lineage.lineage(sql, database)
+        if found.error:
+            return Skip(reason_of(found.error), unparsed=True)
+        parent_id, root_parent_id = (statement.parent_id, statement.root_parent_id) if statement.parent_id \
+            else find_parent_ids(statement.task, sql)
+        return attrs.evolve(statement, sql=sql, inputs=found.inputs, outputs=found.outputs,
+                            temp_inputs=found.temp_inputs, temp_outputs=found.temp_outputs,
+                            statement_types=found.statement_types, parent_id=parent_id, root_parent_id=root_parent_id)
+
+    def _with_database(self, statement: Statement, database: str | None) -> Statement:
+        """A statement whose event named no database: qualified with its session's last ``USE`` database, else
+        ``--default-database``; else its tables without a database are noted (exit code 1), not silently
+        emitted as if two-part names were complete."""
+        if "USE" in statement.statement_types:
+            used = _last_use(statement.sql)
+            if used:
+                self._session_database[statement.session] = used
+                self._session_database.move_to_end(statement.session)
+                if len(self._session_database) > ACTIVITY_MEMORY:
+                    self._session_database.popitem(last=False)
+        if database is not None or not (statement.inputs or statement.outputs):
+            return statement
+        known = self._session_database.get(statement.session) or self.default_database
+        if known is not None:
+            found = self.reader.lineage.lineage(statement.sql, known)
+            if not found.error:
+                return attrs.evolve(statement, inputs=found.inputs, outputs=found.outputs)
+        missing = [name for name in (*statement.inputs, *statement.outputs) if name.count(".") < 2]
+        for name in missing:
+            if name not in self._without_database and len(self._without_database) < ACTIVITY_MEMORY:
+                self._without_database[name] = None
+        if missing:
+            self.attention[NO_DATABASE] = len(self._without_database)
+        return statement
 
     def _with_error(self, statement: Statement, activity: str) -> Statement:
         """The statement failed by the error raised in its activity while it ran, if there was one.
@@ -291,15 +412,18 @@ def read_readings_background(path: str, reader: EventReader, start_offset: int =
 
     The second process has its own lineage cache (:class:`LineageCache` defaults, as the harvest uses).
     """
-    args = [path, reader.namespace, str(reader.max_statement_chars), str(start_offset), str(max_event_bytes)]
+    args = [path, reader.namespace, str(reader.max_statement_chars), str(start_offset), str(max_event_bytes),
+            "keep" if reader.lineage.keep_system_objects else ""]
     return read_in_background(send_readings, args, _unpack_item,
                               lambda: read_readings(path, reader, start_offset, max_event_bytes), path)
 
 
 def send_readings(path: str, namespace: str, max_statement_chars: str, start_offset: str,
-                  max_event_bytes: str) -> None:
+                  max_event_bytes: str, keep_system_objects: str = "") -> None:
     """The reading process's side of :func:`read_readings_background`."""
-    reader = EventReader(namespace, LineageCache(), int(max_statement_chars))
+    lineage = LineageCache()
+    lineage.keep_system_objects = bool(keep_system_objects)
+    reader = EventReader(namespace, lineage, int(max_statement_chars))
     send_items(read_readings(path, reader, int(start_offset), int(max_event_bytes)), _pack_item, path)
 
 
@@ -331,14 +455,14 @@ def _pack_item(item: Item) -> tuple[Any, ...]:
         packed = (_MODULE_END, result.module_key, result.end, result.failed)
     else:
         packed = (_ERROR, result.message)
-    return value.timestamp, value.role, value.activity, packed, item.resume_offset
+    return value.timestamp, value.role, value.activity, packed, item.resume_offset, value.prepared, value.database
 
 
 def _unpack_item(packed: tuple[Any, ...]) -> Item:
     if len(packed) == 3:
         reason, offset, resume = packed
         return Item(Unreadable(reason, offset), resume)
-    timestamp, role, activity, (kind, *fields), resume = packed
+    timestamp, role, activity, (kind, *fields), resume, prepared, database = packed
     result: Statement | ModuleEnd | ErrorNote | Skip
     if kind == _STATEMENT:
         result = Statement(*fields[0])
@@ -349,7 +473,7 @@ def _unpack_item(packed: tuple[Any, ...]) -> Item:
         result = ModuleEnd(*fields)
     else:
         result = ErrorNote(*fields)
-    return Item(Reading(timestamp, role, activity, result), resume)
+    return Item(Reading(timestamp, role, activity, result, prepared, database), resume)
 
 
 # ---- the harvest loop -----------------------------------------------------------------------------------
@@ -364,6 +488,7 @@ class Harvest:
         self.grouper = grouper
         self.window = window
         self.counts = HarvestCounts()
+        converter.attention = self.counts.attention  # notes for a person (tables without a database)
         self._tick = tick
 
     def feed(self, value: XEvent | Reading | Unreadable) -> bool:

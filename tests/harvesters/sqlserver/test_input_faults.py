@@ -16,6 +16,7 @@ EVENT = ('<event name="sql_statement_completed" package="sqlserver" timestamp="2
          '<data name="duration"><value>1000</value></data>'
          '<data name="statement"><value><![CDATA[INSERT INTO dbo.b SELECT * FROM dbo.a]]></value></data>'
          '<action name="session_id" package="sqlserver"><value>51</value></action>'
+         '<action name="database_name" package="sqlserver"><value>DW</value></action>'
          '<action name="client_app_name" package="sqlserver"><value>python_task::task1</value></action>'
          '</event>\n')
 # the first bytes of an .xel file as SQL Server writes it: a binary header with NUL bytes

@@ -120,8 +120,9 @@ class SnowflakeSource:
         from harvesters.snowflake.history import DEFAULT_MAX_STATEMENT_CHARS, LineageCache, RowConverter, parse_time
 
         args = self.args
-        converter = RowConverter(self.namespace, LineageCache(),
-                                 args.max_statement_chars or DEFAULT_MAX_STATEMENT_CHARS)
+        lineage = LineageCache()
+        lineage.keep_system_objects = bool(getattr(args, "keep_system_objects", False))
+        converter = RowConverter(self.namespace, lineage, args.max_statement_chars or DEFAULT_MAX_STATEMENT_CHARS)
         saved_end = checkpoint.last.get("window_end")
         previous_end = parse_time(saved_end) if saved_end else None
         now = datetime.now(timezone.utc)
@@ -160,7 +161,7 @@ def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, check
 
     if "-" not in args.history and worth_a_second_process(*args.history):
         rows = read_history_files_background(args.history, converter.namespace,
-                                             converter.max_statement_chars)
+                                             converter.max_statement_chars, converter.lineage.keep_system_objects)
     else:
         rows = read_history_files(args.history)
     with contextlib.closing(rows):  # stops a background reader at once when stopping early

@@ -53,6 +53,7 @@ from harvesters.core.background import read_in_background, send_items
 from harvesters.core.column_facets import Columns, output_facets, restricted
 from harvesters.sql.cache import Lineage, reason_of, statement_shape
 from harvesters.sql.cache import LineageCache as BoundedLineageCache
+from harvesters.sql.system import without_system_objects
 from harvesters.core.state import Window
 from harvesters.core.tasks import (
     UNKNOWN_TASK,
@@ -395,18 +396,22 @@ def read_history_files(paths: Iterable[str]) -> Iterator[HistoryRow | Unreadable
 
 
 def read_history_files_background(paths: list[str], namespace: str,
-                                  max_statement_chars: int = DEFAULT_MAX_STATEMENT_CHARS
+                                  max_statement_chars: int = DEFAULT_MAX_STATEMENT_CHARS,
+                                  keep_system_objects: bool = False
                                   ) -> Iterator[PreparedRow | HistoryRow | Unreadable]:
     """:func:`read_history_files`, the reading, parsing and ordering done by a second process
     (:mod:`harvesters.core.background`), which also prepares the rows (:func:`prepare_row`, for the account's dataset
     ``namespace`` and ``max_statement_chars``); HistoryRows, not prepared, when no second process can be started."""
-    return read_in_background(send_history_rows, [namespace, str(max_statement_chars), *paths], _unpack_row,
+    return read_in_background(send_history_rows,
+                              [namespace, str(max_statement_chars), "keep" if keep_system_objects else "", *paths],
+                              _unpack_row,
                               lambda: read_history_files(paths), ", ".join(paths))
 
 
-def send_history_rows(namespace: str, max_statement_chars: str, *paths: str) -> None:
+def send_history_rows(namespace: str, max_statement_chars: str, keep_system_objects: str, *paths: str) -> None:
     """The reading process's side of :func:`read_history_files_background`."""
     lineage, max_chars = LineageCache(), int(max_statement_chars)
+    lineage.keep_system_objects = bool(keep_system_objects)
     rows = (prepare_row(row, lineage, max_chars, namespace) if isinstance(row, HistoryRow) else row
             for row in read_history_files(paths))
     send_items(rows, _pack_row, ", ".join(paths))
@@ -744,6 +749,8 @@ def prepare_row(row: HistoryRow, lineage: LineageCache, max_statement_chars: int
     if row.has_access_history:
         read = tuple(_dataset_names(row.direct) if row.direct else _dataset_names(row.base))
         written = tuple(dict.fromkeys([*_dataset_names(row.modified), *_dataset_names(row.modified_by_ddl)]))
+        if not lineage.keep_system_objects:  # INFORMATION_SCHEMA, SNOWFLAKE.ACCOUNT_USAGE ...: not datasets
+            read, written = without_system_objects(read, DIALECT), without_system_objects(written, DIALECT)
     failed = row.status not in SUCCESS_STATUSES
     intern = sys.intern  # values repeated across rows as one object: pickle sends each once per batch
     return PreparedRow(

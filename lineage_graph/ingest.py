@@ -240,31 +240,36 @@ def digest(event: object) -> bytes:
     return hashlib.blake2b(orjson.dumps(event, option=_SORT_KEYS), digest_size=16).digest()
 
 
-# (namespace, name) pairs already checked to be non-empty strings: most events repeat the datasets of earlier runs
-_CHECKED: set[tuple[str, str]] = set()
-_CHECKED_MAX = 200_000
+# run ids already matched as UUIDs: a run's id comes again with each of its events, a parent run's with each
+# event of each of its children (bounded: cleared when full)
+_UUIDS_SEEN: set[str] = set()
+
+
+def _uuid(value: str) -> bool:
+    if _uuid_match(value) is None:
+        return False
+    if len(_UUIDS_SEEN) > 100_000:
+        _UUIDS_SEEN.clear()
+    _UUIDS_SEEN.add(value)
+    return True
 
 
 def _pairs(items: object) -> tuple[tuple[str, str], ...] | None:
+    # exact types (a subclass takes parse_event's path): cheaper than isinstance, and orjson makes only these
     if items is None:
         return ()
     if type(items) is not list:
         return None
-    try:
-        pairs = tuple([(item["namespace"], item["name"]) for item in items if type(item) is dict])
-        if len(pairs) != len(items):
+    out = []
+    for item in items:
+        if type(item) is not dict:
             return None
-        if _CHECKED.issuperset(pairs):  # hashing a pair also rules out unhashable values
-            return pairs
-    except (KeyError, TypeError):
-        return None
-    for ns, name in pairs:
-        if not (isinstance(ns, str) and ns and isinstance(name, str) and name):
+        ns = item.get("namespace")
+        name = item.get("name")
+        if type(ns) is not str or type(name) is not str or not ns or not name:
             return None
-    if len(_CHECKED) > _CHECKED_MAX:
-        _CHECKED.clear()
-    _CHECKED.update(pairs)
-    return pairs
+        out.append((ns, name))
+    return tuple(out)
 
 
 def fast_record(event: object) -> Record | None:
@@ -278,7 +283,7 @@ def fast_record(event: object) -> Record | None:
     if type(run) is not dict or type(job) is not dict:
         return None
     run_id = run.get("runId")
-    if not isinstance(run_id, str) or not _uuid_match(run_id):
+    if type(run_id) is not str or (run_id not in _UUIDS_SEEN and not _uuid(run_id)):
         return None
     when = event.get("eventTime")
     if not isinstance(when, str):
@@ -316,8 +321,8 @@ def fast_record(event: object) -> Record | None:
         pns = pjob.get("namespace")
         pname = pjob.get("name")
         prun = prunf.get("runId")
-        if not (isinstance(pns, str) and pns and isinstance(pname, str) and pname and isinstance(prun, str)
-                and _uuid_match(prun)):
+        if not (isinstance(pns, str) and pns and isinstance(pname, str) and pname and type(prun) is str
+                and (prun in _UUIDS_SEEN or _uuid(prun))):
             return None
         prun = prun.lower()
     job_type = integration = error = None

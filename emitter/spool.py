@@ -28,7 +28,7 @@ import logging
 import os
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -200,7 +200,7 @@ class Spool:
         Raises :class:`SpoolError` when the spool cannot be written."""
         return self.append_many([event]) == 1
 
-    def append_many(self, events: list[Mapping[str, Any]]) -> int:
+    def append_many(self, events: Sequence[Mapping[str, Any]]) -> int:
         """Append events in order with one lock and one write; returns how many were kept (the rest did not fit
         in ``max_bytes``: dropped, one warning). Raises :class:`SpoolError` (its ``kept`` says how many whole
         records did reach the file) when the spool cannot be written."""

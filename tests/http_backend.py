@@ -3,12 +3,14 @@ told to answer 5xx for the next N requests, and can be started on a port chosen 
 
 Fault modes (issue 11): ``status=500`` (every request fails), ``flap=N`` (every N-th request answers 503),
 ``hang=True`` (takes the request and never answers until the backend stops), ``reject`` (a predicate on the
-event: those are answered 422 with a Marquez-like body), ``delay`` (seconds before each answer: a slow backend).
+event: those are answered 422 with a Marquez-like body), ``delay`` (seconds before each answer: a slow backend),
+``jitter`` (up to that many seconds more, at random, so that concurrent requests finish out of order).
 A closed port (``free_port()`` with nothing started) is the refusing backend."""
 from __future__ import annotations
 
 import gzip
 import json
+import random
 import socket
 import threading
 import time
@@ -27,7 +29,8 @@ class Backend:
     """``with Backend(port) as backend: ...``; ``backend.events`` are the received events in arrival order."""
 
     def __init__(self, port: int | None = None, fail_next: int = 0, status: int = 201, *, flap: int = 0,
-                 hang: bool = False, reject: Callable[[dict], bool] | None = None, delay: float = 0.0) -> None:
+                 hang: bool = False, reject: Callable[[dict], bool] | None = None, delay: float = 0.0,
+                 jitter: float = 0.0) -> None:
         self.port = port or free_port()
         self.fail_next = fail_next
         self.status = status
@@ -35,6 +38,8 @@ class Backend:
         self.hang = hang
         self.reject = reject
         self.delay = delay
+        self.jitter = jitter  # up to this many more seconds, at random: answers overtake each other
+        self._random = random.Random(7)
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         self._released = threading.Event()
@@ -76,8 +81,10 @@ class Backend:
                 if backend.hang:
                     backend._released.wait(60)
                     return
-                if backend.delay:
-                    time.sleep(backend.delay)
+                if backend.delay or backend.jitter:
+                    with backend._lock:
+                        extra = backend._random.uniform(0, backend.jitter)
+                    time.sleep(backend.delay + extra)
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()

@@ -154,6 +154,60 @@ def test_hanging_backend_gets_one_request_not_six():
     assert len(backend.requests) == 1 and counts.spooled == 12 and elapsed < 1.5
 
 
+def nested_records(tasks: int = 6, statements: int = 6) -> list[RunRecord]:
+    """Task runs, each with statement runs, each with a procedure-like child: streamed as a harvester does
+    (a parent's START first, children as they come, the parent's COMPLETE last)."""
+    out = []
+    for t in range(tasks):
+        task = RunRef(f"01900000-0000-7000-8001-{t:012d}", JobRef("ns", f"task{t}"))
+        out.append(RunRecord(START, T0, task.job, task.run_id, QUERY))
+        for s in range(statements):
+            stmt = RunRef(f"01900000-0000-7000-8002-{t:06d}{s:06d}", JobRef("ns", f"task{t}.s{s}"))
+            inner = RunRef(f"01900000-0000-7000-8003-{t:06d}{s:06d}", JobRef("ns", f"task{t}.s{s}.p"))
+            at = T0 + timedelta(seconds=s)
+            out.append(RunRecord(START, at, stmt.job, stmt.run_id, QUERY, parent=task))
+            out.append(RunRecord(START, at, inner.job, inner.run_id, QUERY, parent=stmt))
+            out.append(RunRecord(COMPLETE, at, inner.job, inner.run_id, QUERY, parent=stmt))
+            out.append(RunRecord(COMPLETE, at, stmt.job, stmt.run_id, QUERY, parent=task))
+        out.append(RunRecord(COMPLETE, T0 + timedelta(minutes=1), task.job, task.run_id, QUERY))
+    return out
+
+
+@pytest.mark.parametrize("in_flight", [2, 16, 64])
+def test_requests_in_flight_finish_out_of_order_and_the_order_still_holds(in_flight):
+    """Answers overtake each other at random: every parent's START still arrives before its children's
+    events, every run's START before its COMPLETE, every parent's COMPLETE after its children's."""
+    records = nested_records()
+    with Backend(delay=0.001, jitter=0.02) as backend:
+        emitter = Emitter.from_config(conf(backend.url), in_flight=in_flight)
+        for record in records:
+            emitter.emit(record)
+        counts = emitter.close()
+    assert (counts.delivered, counts.spooled, counts.dropped) == (len(records), 0, 0)
+    got = keys(backend.events)
+    assert sorted(got) == sorted((r.run_id, r.event_type) for r in records)  # each exactly once
+    assert order_violations(backend.events) == []
+    assert got != [(r.run_id, r.event_type) for r in records]  # requests really did overtake each other
+
+
+@pytest.mark.parametrize("stream, problems", [
+    (["p:START", "c:START", "c:COMPLETE", "p:COMPLETE"], []),
+    (["c:START", "p:START", "c:COMPLETE", "p:COMPLETE"], ["c START before its parent's START"]),
+    (["p:START", "c:START", "p:COMPLETE", "c:COMPLETE"], ["c COMPLETE after its parent ended"]),
+    (["p:COMPLETE", "p:START"], ["p START after another of its events"]),
+])
+def test_order_violations_finds_each_broken_promise(stream, problems):
+    """The checker the order assertions above rely on can fail."""
+    events = []
+    for item in stream:
+        who, kind = item.split(":")
+        run: dict = {"runId": who}
+        if who == "c":
+            run["facets"] = {"parent": {"run": {"runId": "p"}, "job": {"namespace": "ns", "name": "p"}}}
+        events.append({"eventType": kind, "run": run})
+    assert order_violations(events) == problems
+
+
 # ---- dead letters and the recorded destination ---------------------------------------------------------------
 
 

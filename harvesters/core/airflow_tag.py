@@ -40,6 +40,8 @@ from typing import Any
 
 import attrs
 
+from harvesters.core.tasks import compact_parent_id
+
 #: SQL Server's limit on the application name (``program_name()`` is nvarchar(128)).
 APP_NAME_LIMIT = 128
 PARENT_ENV, ROOT_PARENT_ENV = "OPENLINEAGE_PARENT_ID", "OPENLINEAGE_ROOT_PARENT_ID"
@@ -80,15 +82,31 @@ class AirflowTag:
 
     @property
     def app_name(self) -> str:
-        """SQL Server's application name: the task name and the ids when all of it fits in 128 characters,
-        else the task name alone (then put :attr:`sql_comment` before the statements)."""
-        full = f"{self.task} {self.ids}" if self.parent_id else self.task
-        return full if len(full) <= APP_NAME_LIMIT else self.task[:APP_NAME_LIMIT]
+        """SQL Server's application name, at most 128 characters: the task name and the ids when all of it fits,
+        else the task name and the compact form (``ol=<dag>/<task>/<run id>/<dag run id>``,
+        :func:`harvesters.core.tasks.compact_parent_id`: no namespace, the harvest takes Airflow's from
+        ``--parent-namespace``), else the task name alone (then put :attr:`sql_comment` before the statements)."""
+        if not self.parent_id:
+            return self.task[:APP_NAME_LIMIT]
+        for ids in (self.ids, self.compact_ids):
+            if ids and len(self.task) + 1 + len(ids) <= APP_NAME_LIMIT:
+                return f"{self.task} {ids}"
+        return self.task[:APP_NAME_LIMIT]
+
+    @property
+    def compact_ids(self) -> str:
+        """The compact form of the ids ("" when it cannot be made: no parent, an id that is not a UUID)."""
+        if not self.parent_id:
+            return ""
+        try:
+            return compact_parent_id(self.parent_id, self.root_parent_id)
+        except ValueError:
+            return ""
 
     @property
     def app_name_fits(self) -> bool:
         """Whether :attr:`app_name` carries the ids (else the statements need :attr:`sql_comment`)."""
-        return not self.parent_id or self.ids in self.app_name
+        return not self.parent_id or self.app_name != self.task[:APP_NAME_LIMIT]
 
 
 def task_tag(task: str | None = None) -> AirflowTag:

@@ -5,8 +5,9 @@ comment it gives are read back by the harvesters as the same task, parent and ro
   OPENLINEAGE_PARENT_ID / OPENLINEAGE_ROOT_PARENT_ID (a BashOperator-started script), the exact forms, parsed back
   by the SQL Server and Snowflake readers; an application name that would pass 128 characters keeps no id.
 - against the real provider (apache-airflow + apache-airflow-providers-openlineage), only when asked:
-  LINEAGE_CAPTURE_AIRFLOW_PYTHON=/path/to/python of an environment holding both (or
-  LINEAGE_CAPTURE_AIRFLOW_PYTHON=install: the test creates .venv-airflow at the repository root with pip, minutes):
+  LINEAGE_CAPTURE_AIRFLOW_PYTHON=/path/to/python of an environment holding both and this project's dependencies
+  (or LINEAGE_CAPTURE_AIRFLOW_PYTHON=install: the test creates .venv-airflow at the repository root and installs
+  both and this project, editable, with pip: minutes):
   a DAG run by ``dag.test()`` calls task_tag inside its task; the ids must equal the ids of the provider's own
   events for that task run (its file transport) and the provider's OpenLineageAdapter formula (about 30 s).
 """
@@ -21,8 +22,9 @@ import venv
 
 import pytest
 
+from emitter.records import RunRef
 from harvesters.core.airflow_tag import APP_NAME_LIMIT, AirflowTag, task_tag
-from harvesters.core.tasks import find_parent_ids, task_job_name
+from harvesters.core.tasks import find_parent_ids, parse_parent_ids, task_job_name
 from harvesters.snowflake.history import _tag_task
 
 from paths import REPO
@@ -45,10 +47,17 @@ def test_without_airflow_every_form_is_the_plain_task_name():
     assert task_tag() == AirflowTag("unknown_task")
 
 
-# parent and root do not fit in 128 characters even with these short names (161): the application name is then
-# the task alone and the ids go in the statements' comment
+def read_back(app_name: str, sql: str, namespace: str = "airflow") -> tuple[RunRef | None, RunRef | None]:
+    """What the SQL Server harvester makes of an application name and a statement: (parent, root)."""
+    parent, root, problem = parse_parent_ids(*find_parent_ids(app_name, sql), namespace)
+    assert problem is None
+    return parent, root
+
+
+# parent and root in the long form do not fit in 128 characters even with these short names (161): the application
+# name then carries the compact form (no namespace: the harvest's --parent-namespace), the comment the long one
 @pytest.mark.parametrize("parent,root,app_name,query_tag,comment", [
-    (PARENT, ROOT, "python_task::task1",
+    (PARENT, ROOT, "python_task::task1 ol=sales_dag/load/AZAAAAAAcACAAAAAAAAAAQ/AZAAAAAAcACAAAAAAAAAAA",
      json.dumps({"openlineage_task": "python_task::task1", "openlineage_parent_id": PARENT,
                  "openlineage_root_parent_id": ROOT}, separators=(",", ":")),
      f"/* openlineage_parent_id={PARENT} openlineage_root_parent_id={ROOT} */ "),
@@ -62,13 +71,11 @@ def test_ids_from_the_environment_are_read_back_by_the_harvesters(monkeypatch, p
     if root:
         monkeypatch.setenv("OPENLINEAGE_ROOT_PARENT_ID", root)
     tag = task_tag("python_task::task1")
-    assert (tag.app_name, tag.query_tag, tag.sql_comment) == (app_name, query_tag, comment)
-    assert tag.app_name_fits == (root is None)
-    # SQL Server: the application name when it fits, else the comment of a statement
-    if tag.app_name_fits:
-        assert find_parent_ids(tag.app_name, "SELECT 1") == (parent, root)
-    assert find_parent_ids(tag.app_name, tag.sql_comment + "SELECT 1") == (parent, root)
-    assert find_parent_ids("python_task::task1", tag.sql_comment + "INSERT INTO t SELECT * FROM s") == (parent, root)
+    assert (tag.app_name, tag.query_tag, tag.sql_comment, tag.app_name_fits) == (app_name, query_tag, comment, True)
+    expected = (RunRef.parse(parent), RunRef.parse(root) if root else None)
+    # SQL Server: the application name, or the comment of a statement
+    assert read_back(tag.app_name, "SELECT 1") == expected
+    assert read_back("python_task::task1", tag.sql_comment + "INSERT INTO t SELECT * FROM s") == expected
     assert task_job_name(tag.app_name) == "python_task.task1"
     # Snowflake: the JSON query tag
     found = _tag_task(tag.query_tag, "ETL", "WH")
@@ -81,15 +88,31 @@ def test_task_name_defaults_to_the_airflow_task(monkeypatch):
     assert task_job_name(task_tag().app_name) == "sales_dag.load"
 
 
-def test_an_application_name_over_128_characters_keeps_no_id(monkeypatch):
-    """Ordinary names reach ~200 characters with both ids: the application name is then the task alone (never a cut
-    run id) and the statements carry the ids in the comment."""
+def test_ordinary_names_fit_in_the_compact_form(monkeypatch):
+    """The issue's kind of names: the long form passes 128 characters, the compact form fits."""
     parent = "airflow-production-eu-west-1/warehouse_nightly_load.load_fact_sales/019a206f-d670-7536-b1c2-3d4e5f607182"
     root = "airflow-production-eu-west-1/warehouse_nightly_load/019a206f-d600-7000-8000-000000000000"
     monkeypatch.setenv("OPENLINEAGE_PARENT_ID", parent)
     monkeypatch.setenv("OPENLINEAGE_ROOT_PARENT_ID", root)
     tag = task_tag("python_task::load_fact_sales")
     assert len(f"python_task::load_fact_sales {tag.ids}") > APP_NAME_LIMIT
+    assert tag.app_name == ("python_task::load_fact_sales ol=warehouse_nightly_load/load_fact_sales/"
+                            "AZogb9ZwdTaxwj1OX2Bxgg/AZogb9YAcACAAAAAAAAAAA")
+    assert len(tag.app_name) <= APP_NAME_LIMIT and tag.app_name_fits
+    assert read_back(tag.app_name, "SELECT 1", "airflow-production-eu-west-1") == \
+        (RunRef.parse(parent), RunRef.parse(root))
+
+
+def test_an_application_name_over_128_characters_keeps_no_id(monkeypatch):
+    """Names so long that even the compact form passes 128 characters: the application name is the task alone
+    (never a cut run id) and the statements carry the ids in the comment."""
+    dag, task = "d" * 60, "t" * 40
+    parent = f"airflow/{dag}.{task}/019a206f-d670-7536-b1c2-3d4e5f607182"
+    root = f"airflow/{dag}/019a206f-d600-7000-8000-000000000000"
+    monkeypatch.setenv("OPENLINEAGE_PARENT_ID", parent)
+    monkeypatch.setenv("OPENLINEAGE_ROOT_PARENT_ID", root)
+    tag = task_tag("python_task::load_fact_sales")
+    assert len(f"python_task::load_fact_sales {tag.compact_ids}") > APP_NAME_LIMIT
     assert (tag.app_name, tag.app_name_fits) == ("python_task::load_fact_sales", False)
     assert find_parent_ids(tag.app_name, tag.sql_comment + "SELECT 1") == (parent, root)
 
@@ -141,7 +164,8 @@ def _airflow_python() -> str:
     python = target / "bin" / "python"
     if not python.exists():
         venv.create(target, with_pip=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *AIRFLOW_PACKAGES], check=True, timeout=1800)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *AIRFLOW_PACKAGES, "-e", str(REPO)], check=True,
+                       timeout=1800)
     return str(python)
 
 
@@ -170,7 +194,10 @@ def test_ids_are_the_providers_own(tmp_path):
     assert found["default_task"] == "sales_dag::load"
     parent, root = found["parent"], found["root"]
     assert found["comment"] == f"/* openlineage_parent_id={parent} openlineage_root_parent_id={root} */ "
-    assert find_parent_ids("python_task::task1", found["comment"] + "SELECT 1") == (parent, root)
+    expected = (RunRef.parse(parent), RunRef.parse(root))
+    assert read_back("python_task::task1", found["comment"] + "SELECT 1", "airflow-test") == expected
+    assert found["app_name"].startswith("python_task::task1 ol=sales_dag/load/")
+    assert read_back(found["app_name"], "SELECT 1", "airflow-test") == expected
     found_tag = _tag_task(found["query_tag"], "ETL", "WH")
     assert (found_tag.parent_id, found_tag.root_parent_id) == (parent, root)
     # the provider's own events for this task run (its listener, file transport) carry the same ids

@@ -124,7 +124,7 @@ class Delivery:
             if self._diverting and time.monotonic() >= self._blocked_until:
                 self._quiesce()
                 self._drain()
-            if self.width == 1:
+            if self.width == 1 or self._stopping:  # one at a time, or after close(): in this thread
                 if self._diverting:
                     self._keep(event)
                 else:
@@ -341,7 +341,12 @@ class Delivery:
 
     def _work(self) -> None:
         assert self._make_transport is not None
-        transport = self._make_transport()
+        try:
+            transport = self._make_transport()
+        except Exception as error:  # noqa: BLE001 - it was built once already; share the caller's instead
+            self._log_once("worker", f"lineage delivery: a second transport could not be built "
+                                     f"({type(error).__name__}: {redact(str(error))}); sharing the first")
+            transport = self.transport
         try:
             while True:
                 with self._cv:
@@ -368,6 +373,7 @@ class Delivery:
                         self._spill_ready()
         finally:
             try:
-                transport.close()
+                if transport is not self.transport:
+                    transport.close()
             except Exception:  # noqa: BLE001 - closing a session must not kill the worker noisily
                 pass

@@ -190,6 +190,19 @@ def test_requests_in_flight_finish_out_of_order_and_the_order_still_holds(in_fli
     assert got != [(r.run_id, r.event_type) for r in records]  # requests really did overtake each other
 
 
+def test_an_event_after_close_is_still_delivered():
+    """The workers stop at close(); a late event (a Spark listener call after the end) goes out in the caller's
+    thread instead of waiting for them forever."""
+    records = tree_records()
+    with Backend() as backend:
+        emitter = Emitter.from_config(conf(backend.url), in_flight=8)
+        emitter.emit_batch(records[:-2])
+        emitter.close()
+        emitter.emit_batch(records[-2:])
+        counts = emitter.close()
+    assert counts.delivered == 12 and sorted(keys(backend.events)) == sorted(ALL)
+
+
 @pytest.mark.parametrize("stream, problems", [
     (["p:START", "c:START", "c:COMPLETE", "p:COMPLETE"], []),
     (["c:START", "p:START", "c:COMPLETE", "p:COMPLETE"], ["c START before its parent's START"]),

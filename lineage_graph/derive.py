@@ -101,7 +101,7 @@ def _rebuild_jobs(conn: sqlite3.Connection) -> int:
     # a second connection is not needed: SQLite lets one connection write other tables while a scan of `runs`
     # is open; the scan is read in pages so the writes interleave
     cursor = conn.execute(_RUNS_OF_DIRTY)
-    job_id = None
+    job_id = -1
     runs: list[tuple] = []
     while True:
         page = cursor.fetchmany(5000)
@@ -149,6 +149,7 @@ def _rebuild_hierarchy(conn: sqlite3.Connection) -> None:
         if pname and (pns, pname) not in by_name:
             new = conn.execute("INSERT INTO jobs (namespace, name, parent_namespace, parent_name) "
                                "VALUES (?,?,'','')", (pns, pname)).lastrowid
+            assert new is not None  # an INSERT into a rowid table
             by_name[(pns, pname)].append(new)
             jobs.append((new, pns, pname, "", ""))
     latest_parent_job = dict(conn.execute(

@@ -41,7 +41,7 @@ def graph_data(conn: sqlite3.Connection) -> dict:
             data["error"] = j.error[:500]
         if parent is not None and parent.id in groups:
             data["parent"] = f"j{parent.id}"
-        classes = [data["kind"]] + (["failed"] if j.state in ("FAIL", "ABORT") else [])
+        classes = [str(data["kind"])] + (["failed"] if j.state in ("FAIL", "ABORT") else [])
         nodes.append({"data": data, "classes": " ".join(classes)})
         for d in sorted(j.inputs):
             edges.append({"data": {"id": f"i{d}_{j.id}", "source": f"d{d}", "target": f"j{j.id}"}})

@@ -254,6 +254,10 @@ def _uuid(value: str) -> bool:
     return True
 
 
+_SHARED: dict = {}
+_SHARED_MAX = 200_000
+
+
 def _pairs(items: object) -> tuple[tuple[str, str], ...] | None:
     # exact types (a subclass takes parse_event's path): cheaper than isinstance, and orjson makes only these
     if items is None:
@@ -308,9 +312,9 @@ def fast_record(event: object) -> Record | None:
     if type(run_facets) is not dict or type(job_facets) is not dict:
         return None
     parent = run_facets.get("parent")
+    prun: str | None = None
     if parent is None:
         pns = pname = ""
-        prun = None
     else:
         if type(parent) is not dict:
             return None
@@ -318,13 +322,13 @@ def fast_record(event: object) -> Record | None:
         prunf = parent.get("run")
         if type(pjob) is not dict or type(prunf) is not dict:
             return None
-        pns = pjob.get("namespace")
-        pname = pjob.get("name")
-        prun = prunf.get("runId")
-        if not (isinstance(pns, str) and pns and isinstance(pname, str) and pname and type(prun) is str
-                and (prun in _UUIDS_SEEN or _uuid(prun))):
+        vns = pjob.get("namespace")
+        vname = pjob.get("name")
+        vrun = prunf.get("runId")
+        if not isinstance(vns, str) or not vns or not isinstance(vname, str) or not vname \
+                or not isinstance(vrun, str) or not (vrun in _UUIDS_SEEN or _uuid(vrun)):
             return None
-        prun = prun.lower()
+        pns, pname, prun = vns, vname, vrun.lower()
     job_type = integration = error = None
     jt = job_facets.get("jobType")
     if isinstance(jt, dict):
@@ -338,8 +342,14 @@ def fast_record(event: object) -> Record | None:
     outputs = _pairs(event.get("outputs"))
     if inputs is None or outputs is None:
         return None
-    return (digest(event), run_id.lower(), event_type, t, namespace, name, pns, pname, prun, code, job_type,
-            integration, error, inputs, outputs)
+    # one object per distinct job name and dataset list: records of a chunk share them, so the pickled chunk of
+    # the reading process holds each once and the ingest process hashes each once
+    shared = _SHARED
+    if len(shared) > _SHARED_MAX:
+        shared.clear()
+    return (digest(event), run_id.lower(), event_type, t, shared.setdefault(namespace, namespace),
+            shared.setdefault(name, name), shared.setdefault(pns, pns), shared.setdefault(pname, pname), prun, code,
+            job_type, integration, error, shared.setdefault(inputs, inputs), shared.setdefault(outputs, outputs))
 
 
 def event_record(ev: Event) -> Record:
@@ -362,7 +372,6 @@ COMMIT_EVENTS = 200_000
 _IN = 900  # ids per `IN (...)` probe
 _PAIR_IDS_MAX = 100_000
 INGEST_GC_THRESHOLDS = (50_000, 50, 100)
-_MISSING = object()
 
 
 class Ingester:
@@ -441,6 +450,7 @@ class Ingester:
                         return
                     fh.seek(0)
         path_text = str(path)
+        chunks: Iterator[Chunk]
         if worth_a_second_process(st.st_size - offset):
             chunks = in_background(send_chunks, (path_text, str(offset), str(line)),
                                    partial(read_chunks, path_text, offset, line), path_text)
@@ -532,25 +542,28 @@ class Ingester:
     def _add_dataset_ids(self, pairs: tuple[tuple[str, str], ...], into: set[int]) -> None:
         raw = self.raw_datasets
         for pair in pairs:
-            i = raw.get(pair, _MISSING)
-            if i is _MISSING:
+            if pair in raw:
+                i = raw[pair]
+            else:
                 ds = normalize_dataset(*pair)
-                if ds is None:
-                    i = None
-                else:
-                    i = self.datasets.get(ds)
-                    if i is None:
-                        i = self.conn.execute("INSERT INTO datasets (namespace, name) VALUES (?,?)", ds).lastrowid
-                        self.datasets[ds] = i
+                i = None if ds is None else self.datasets.get(ds)
+                if ds is not None and i is None:
+                    i = self._insert("INSERT INTO datasets (namespace, name) VALUES (?,?)", ds)
+                    self.datasets[ds] = i
                 raw[pair] = i
             if i is not None:
                 into.add(i)
 
+    def _insert(self, sql: str, values: tuple) -> int:
+        rowid = self.conn.execute(sql, values).lastrowid
+        assert rowid is not None  # an INSERT into a rowid table
+        return rowid
+
     def _job_id(self, key: tuple[str, str, str, str]) -> int:
         i = self.jobs.get(key)
         if i is None:
-            i = self.conn.execute("INSERT INTO jobs (namespace, name, parent_namespace, parent_name) "
-                                  "VALUES (?,?,?,?)", key).lastrowid
+            i = self._insert("INSERT INTO jobs (namespace, name, parent_namespace, parent_name) VALUES (?,?,?,?)",
+                             key)
             self.jobs[key] = i
             self.job_keys[i] = key
         return i

@@ -143,6 +143,7 @@ def serve(db: Path, state_dir: Path | None, host: str, port: int, api_key: str |
         print(f"cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
         return 2
     h, p = server.server_address[:2]
+    h = h.decode() if isinstance(h, bytes) else h
     print(f"lineage graph on http://{h}:{p}/  (POST events to http://{h}:{p}/api/v1/lineage; "
           f"{report.new_events} new events ingested from files)", flush=True)
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from array import array
+from collections.abc import Iterable
 from pathlib import Path
 
 SCHEMA_VERSION = 2
@@ -118,7 +119,7 @@ def nothing_new(conn: sqlite3.Connection, default: Path) -> bool:
     return True
 
 
-def ids_blob(ids: "set[int] | list[int]") -> bytes:
+def ids_blob(ids: Iterable[int]) -> bytes:
     """Sorted dataset ids packed as 32-bit integers (compact, and decoded far faster than JSON)."""
     return array("i", sorted(ids)).tobytes()
 

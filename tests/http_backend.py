@@ -93,8 +93,11 @@ class Backend:
             def log_message(self, *args) -> None:  # keep test output clean
                 pass
 
-        ThreadingHTTPServer.allow_reuse_address = True
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        class Server(ThreadingHTTPServer):
+            allow_reuse_address = True
+            request_queue_size = 256  # the default 5 resets connections when 64 requests arrive at once
+
+        self._server = Server(("127.0.0.1", self.port), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 

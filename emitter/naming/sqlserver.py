@@ -30,6 +30,16 @@ def sqlserver_namespace(
     return f"sqlserver://{authority}" + (f"/{instance}" if instance else "")
 
 
+def mssql_namespace(host: str, port: int | str | None = None) -> str:
+    """``mssql://{host}:{port}``: how Airflow's SQL Server hook (apache-airflow-providers-microsoft-mssql) names the
+    server in its OpenLineage datasets; port 1433 by default, host lower-cased. A named instance (``host\\inst``)
+    keeps only the host: Airflow's connection knows the host and port, not the instance."""
+    host = host.partition("\\")[0].lower()
+    if ":" in host and not host.startswith("["):  # IPv6 literal
+        host = f"[{host}]"
+    return f"mssql://{host}:{port if port not in (None, '') else SQLSERVER_DEFAULT_PORT}"
+
+
 def _unquote_ident(part: str) -> str:
     # [dbo] / "dbo" -> dbo: the dataset name carries identifiers, not T-SQL quoting
     part = part.strip()

@@ -51,6 +51,7 @@ from openlineage.client.facet_v2 import (
     error_message_run,
     output_statistics_output_dataset,
     sql_job,
+    symlinks_dataset,
 )
 
 from emitter.naming import normalize_name
@@ -213,13 +214,15 @@ def parse_parent_ids(parent_id: str | None, root_parent_id: str | None, parent_n
     parent = _parse_ref(parent_id)
     if parent is None:
         return None, None, "malformed openlineage_parent_id (<namespace>/<job>/<run id>)"
-    if _full_uuid(parent.run_id) is None:
+    run_id = _full_uuid(parent.run_id)
+    if run_id is None:
         return None, None, "openlineage_parent_id run id is not a UUID (truncated application name?)"
-    parent = attrs.evolve(parent, run_id=_full_uuid(parent.run_id))
+    parent = attrs.evolve(parent, run_id=run_id)
     root = _parse_ref(root_parent_id)
-    if root_parent_id and (root is None or _full_uuid(root.run_id) is None):
+    root_run_id = _full_uuid(root.run_id) if root is not None else None
+    if root_parent_id and (root is None or root_run_id is None):
         return parent, None, "malformed openlineage_root_parent_id (truncated application name?)"
-    return parent, None if root is None else attrs.evolve(root, run_id=_full_uuid(root.run_id)), None
+    return parent, None if root is None or root_run_id is None else attrs.evolve(root, run_id=root_run_id), None
 
 
 def is_run_marker(sql: str) -> bool:
@@ -269,10 +272,16 @@ def _module_part(module: str) -> str:
 
 
 @lru_cache(maxsize=16384)  # a task's statements read and write the same tables over and over
-def _dataset(namespace: str, name: str) -> Dataset:
-    """A dataset without facets; one instance per table, shared between records (the emitter only reads them
-    and serializes an instance once while it is recent)."""
-    return Dataset(namespace, name)
+def _dataset(namespace: str, name: str, also: str | None = None) -> Dataset:
+    """A dataset; one instance per table, shared between records (the emitter only reads them and serializes an
+    instance once while it is recent). ``also``: the same table's namespace in another integration's naming
+    (Airflow's ``mssql://``), given as a ``symlinks`` identifier so both names meet in one graph."""
+    if also is None:
+        return Dataset(namespace, name)
+    with unvalidated():
+        facet = symlinks_dataset.SymlinksDatasetFacet(
+            identifiers=[symlinks_dataset.Identifier(namespace=also, name=name, type="TABLE")])
+    return Dataset(namespace, name, facets={"symlinks": facet})
 
 
 #: Datasets with facets (columnLineage) by the identity of their facets mapping, which a source hands shared per
@@ -281,13 +290,13 @@ def _dataset(namespace: str, name: str) -> Dataset:
 _FACETED: dict[int, tuple[Mapping[str, Any], Dataset]] = {}
 
 
-def _faceted_dataset(namespace: str, name: str, facets: Mapping[str, Any]) -> Dataset:
+def _faceted_dataset(namespace: str, name: str, facets: Mapping[str, Any], also: str | None = None) -> Dataset:
     hit = _FACETED.get(id(facets))
     if hit is not None and hit[0] is facets and hit[1].name == name and hit[1].namespace == namespace:
         return hit[1]
     if len(_FACETED) >= 16384:
         _FACETED.clear()
-    dataset = Dataset(namespace, name, facets=facets)
+    dataset = Dataset(namespace, name, facets={**_dataset(namespace, name, also).facets, **facets} if also else facets)
     _FACETED[id(facets)] = (facets, dataset)
     return dataset
 
@@ -415,6 +424,8 @@ class TaskGrouper:
         self._query_type = JobType("QUERY", integration)
         #: Airflow's namespace, for the compact parent form (``ol=...``, which leaves it out)
         self.parent_namespace = job_namespace
+        #: dataset namespace -> the same server's namespace in another integration's naming (a symlinks identifier)
+        self.symlinks: dict[str, str] = {}
         self._task_type = JobType("TASK", integration)
         self._last_sweep: datetime | None = None
 
@@ -577,10 +588,11 @@ class TaskGrouper:
         run_id = statement.run_id
         root = self._task_root(run)
         namespace = statement.namespace
-        in_ds = tuple([_dataset(namespace, name) for name in inputs])
-        out_ds = tuple([_dataset(namespace, name) for name in statement.outputs])
+        also = self.symlinks.get(namespace) if self.symlinks else None
+        in_ds = tuple([_dataset(namespace, name, also) for name in inputs])
+        out_ds = tuple([_dataset(namespace, name, also) for name in statement.outputs])
         if statement.output_facets:  # columnLineage: a dataset of its own for the outputs that have facets
-            out_ds = tuple([_faceted_dataset(namespace, ds.name, statement.output_facets[ds.name])
+            out_ds = tuple([_faceted_dataset(namespace, ds.name, statement.output_facets[ds.name], also)
                             if ds.name in statement.output_facets else ds for ds in out_ds])
         run_facets: dict[str, Any] = dict(statement.run_facets)
         # facet_v2 validators only urlparse the constant schema URL and producer, at 3/4 of a facet's cost
@@ -621,5 +633,5 @@ class TaskGrouper:
             return  # no statement with lineage: nothing was emitted for this run
         self._emit(RunRecord(COMPLETE, run.last_end, run.job, run.run_id, self._task_type,
                              parent=run.parent, root=run.root,
-                             inputs=[_dataset(ns, name) for ns, name in run.inputs],
-                             outputs=[_dataset(ns, name) for ns, name in run.outputs]))
+                             inputs=[_dataset(ns, name, self.symlinks.get(ns)) for ns, name in run.inputs],
+                             outputs=[_dataset(ns, name, self.symlinks.get(ns)) for ns, name in run.outputs]))

@@ -57,6 +57,10 @@ def add_sqlserver_parser(sub: Any) -> None:
     parser.add_argument("--server", metavar="HOST[:PORT]",
                         help="server the datasets live on: namespace sqlserver://host:port (port 1433 by "
                              "default; HOST\\INSTANCE for a named instance). Required with --xml and --dsn")
+    parser.add_argument("--dataset-scheme", choices=("sqlserver", "mssql"), default="sqlserver",
+                        help="dataset namespace: sqlserver://host:port (the JVM's JDBC form, default) or "
+                             "mssql://host:port (Airflow's SQL Server hook); the other one is given as a symlinks "
+                             "identifier of each dataset")
     parser.add_argument("--default-database", metavar="NAME",
                         help="database of tables named without one when the event carries no database_name and "
                              "the session said no USE (else they are counted: exit code 1)")
@@ -89,6 +93,7 @@ class SqlServerSource:
 
     def __init__(self, args: argparse.Namespace) -> None:
         from emitter.naming import sqlserver_namespace
+        from emitter.naming.sqlserver import mssql_namespace
         from harvesters.sqlserver.live import BACKENDS, connection_string, server_from_connection_string
 
         self.args = args
@@ -101,7 +106,11 @@ class SqlServerSource:
             server_from_connection_string(args.connection_string) if self.live else None)
         if server is None:
             raise UsageError("--server HOST[:PORT] is needed to name the datasets (sqlserver://host:port)")
-        self.namespace = sqlserver_namespace(*server)
+        jdbc_form, airflow_form = sqlserver_namespace(*server), mssql_namespace(*server)
+        # the state belongs to the server whichever naming is primary
+        self.state_namespace = jdbc_form
+        self.namespace, self.also = (airflow_form, jdbc_form) if getattr(args, "dataset_scheme", None) == "mssql" \
+            else (jdbc_form, airflow_form)
         self.conn_str = connection_string(args.connection_string, args.dsn, args.user, args.password_env) \
             if self.live else None
         if args.xml and args.state and "-" in args.xml:
@@ -113,7 +122,7 @@ class SqlServerSource:
             problem = None if name == "-" else not_event_xml(name)
             if problem:
                 raise UsageError(f"{name}: {problem}")
-        self.state_name = f"sqlserver {self.namespace}"
+        self.state_name = f"sqlserver {self.state_namespace}"
         self.converter: Any = None
 
     def harvest(self, grouper: Any, checkpoint: Checkpoint, progress: Progress) -> Harvested:
@@ -121,6 +130,7 @@ class SqlServerSource:
         from harvesters.sqlserver.reading import DEFAULT_MAX_STATEMENT_CHARS, EventConverter, Harvest, LineageCache
 
         args = self.args
+        grouper.symlinks[self.namespace] = self.also
         lineage = LineageCache()
         lineage.keep_system_objects = bool(getattr(args, "keep_system_objects", False))
         self.converter = EventConverter(self.namespace, lineage,

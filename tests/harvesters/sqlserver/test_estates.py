@@ -69,7 +69,7 @@ def test_estate_row(tmp_path: Path, capsys: pytest.CaptureFixture[str], row: dic
                 if facet else None) == row["parent"]
     for symlinked in row.get("symlinks", []):  # [dataset name, primary namespace, other identifier namespace]
         dataset = next(d for e in emitted for d in (*e["inputs"], *e["outputs"]) if d["name"] == symlinked[0])
-        assert [dataset["namespace"], [(i["namespace"], i["name"], i["type"])
+        assert [dataset["namespace"], [[i["namespace"], i["name"], i["type"]]
                                        for i in dataset["facets"]["symlinks"]["identifiers"]]] == symlinked[1:]
 
 

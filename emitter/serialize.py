@@ -12,6 +12,7 @@ re-serialize its instance and raise :class:`MemoStale` if the instance changed; 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import date
 from enum import Enum
 from functools import lru_cache
@@ -34,9 +35,15 @@ class MemoStale(AssertionError):
     """A remembered instance changed after it was handed over: its memoised form would be stale."""
 
 
-def _checked(fresh: Any, remembered: Any, what: str) -> Any:
-    if fresh != remembered:
-        raise MemoStale(f"{what} changed after it was handed to the emitter: {remembered!r} -> {fresh!r}")
+def _memo_hit(memo: dict[int, Any], key: int, remembered: Any, fresh: Callable[[], Any], what: str) -> Any:
+    """A memo's answer. With :data:`CHECK_MEMOS`, the entry is dropped and the instance serialized again: it must
+    give the same answer, else the instance changed after it was handed over (:class:`MemoStale`)."""
+    if not CHECK_MEMOS:
+        return remembered
+    del memo[key]
+    again = fresh()
+    if again != remembered:
+        raise MemoStale(f"{what} changed after it was handed to the emitter: {remembered!r} -> {again!r}")
     return remembered
 
 
@@ -96,10 +103,7 @@ def _plain(value: Any, key: str = "") -> Any:
         return value
     recent = _RECENT.get(id(value))
     if recent is not None and recent[0] is value:
-        if CHECK_MEMOS:
-            del _RECENT[id(value)]
-            return _checked(_plain(value, key), recent[1], f"facet {kind.__name__}")
-        return recent[1]
+        return _memo_hit(_RECENT, id(value), recent[1], lambda: _plain(value, key), f"facet {kind.__name__}")
     fields = _FIELDS.get(kind)
     if fields is None:
         if isinstance(value, Enum):
@@ -137,10 +141,7 @@ def _dataset_plain(ds: Dataset, output: bool) -> dict[str, Any]:
     memo = _OUTPUTS if output else _INPUTS
     known = memo.get(id(ds))
     if known is not None and known[0] is ds:
-        if CHECK_MEMOS:
-            del memo[id(ds)]
-            return _checked(_dataset_plain(ds, output), known[1], f"dataset {ds.namespace}/{ds.name}")
-        return known[1]
+        return _memo_hit(memo, id(ds), known[1], lambda: _dataset_plain(ds, output), f"dataset {ds.name}")
     built = _output(ds) if output else _input(ds)
     plain = {"namespace": _string(built.namespace, "namespace"), "name": _string(built.name, "name"),
              "facets": _facets_plain(built.facets)}  # type: ignore[arg-type]
@@ -185,10 +186,7 @@ def _job(record: RunRecord) -> tuple[event_v2.Job, dict[str, Any]]:
     facets = record.job_facets
     known = _JOBS.get(id(facets))
     if known is not None and known[0] is facets and known[1] is record.job and known[2] is record.job_type:
-        if CHECK_MEMOS:
-            del _JOBS[id(facets)]
-            return known[3], _checked(_job(record)[1], known[4], f"job facets of {record.job.name}")
-        return known[3], known[4]
+        return known[3], _memo_hit(_JOBS, id(facets), known[4], lambda: _job(record)[1], f"job {record.job.name}")
     job = event_v2.Job(namespace=_namespace(record.job.namespace), name=record.job.name,
                        facets={**facets, "jobType": _job_type_facet(record.job_type)})
     plain = {"namespace": _string(job.namespace, "namespace"), "name": _string(job.name, "name"),

@@ -170,3 +170,20 @@ def test_each_facet_instance_serializes_to_its_own_content():
         record = RunRecord(START, T0, JobRef("n", "j"), new_run_id(), SPARK,
                            job_facets={"sql": sql_job.SQLJobFacet(query=f"SELECT {i}")})
         assert event_dict(record)["job"]["facets"]["sql"]["query"] == f"SELECT {i}"
+
+
+def test_a_facet_changed_after_it_was_handed_over_is_caught():
+    """The memo rule (emitter/serialize.py): a facet instance is serialized once while recent; changing it after
+    handing it over would make later events stale. The tests run with LINEAGE_CAPTURE_CHECK_MEMOS=1, which
+    re-serializes every memo hit and raises MemoStale instead of sending the stale form."""
+    from emitter import serialize
+
+    assert serialize.CHECK_MEMOS
+    facet = sql_job.SQLJobFacet(query="SELECT 1")
+    job = JobRef("default", "memo_rule")
+    first = RunRecord(START, T0, job, new_run_id(T0), SPARK, job_facets={"sql": facet})
+    assert event_dict(first)["job"]["facets"]["sql"]["query"] == "SELECT 1"
+    facet.query = "SELECT 2"  # the producer breaks the rule
+    second = RunRecord(COMPLETE, T0, job, first.run_id, SPARK, job_facets={"sql": facet})
+    with pytest.raises(serialize.MemoStale, match="changed after it was handed to the emitter"):
+        event_dict(second)

@@ -248,14 +248,14 @@ _UUIDS_SEEN: set[str] = set()
 def _uuid(value: str) -> bool:
     if _uuid_match(value) is None:
         return False
-    if len(_UUIDS_SEEN) > 100_000:
+    if len(_UUIDS_SEEN) > 20_000:
         _UUIDS_SEEN.clear()
     _UUIDS_SEEN.add(value)
     return True
 
 
 _SHARED: dict = {}
-_SHARED_MAX = 200_000
+_SHARED_MAX = 50_000
 
 
 def _pairs(items: object) -> tuple[tuple[str, str], ...] | None:
@@ -343,7 +343,8 @@ def fast_record(event: object) -> Record | None:
     if inputs is None or outputs is None:
         return None
     # one object per distinct job name and dataset list: records of a chunk share them, so the pickled chunk of
-    # the reading process holds each once and the ingest process hashes each once
+    # the reading process holds each once and the ingest process hashes each once (parse_lines empties it per
+    # chunk: memory stays at one chunk's names)
     shared = _SHARED
     if len(shared) > _SHARED_MAX:
         shared.clear()
@@ -686,6 +687,7 @@ def parse_lines(lines: list[bytes], first_line: int) -> tuple[list[Record], list
     records: list[Record] = []
     bad: list[tuple[int, str]] = []
     append = records.append
+    _SHARED.clear()
     loads = orjson.loads
     blank = ignored = 0
     for i, raw in enumerate(lines, first_line + 1):

@@ -190,6 +190,10 @@ class EventReader:
                 return Reading(event.timestamp, kind.role, activity,
                                self._statement(event, kind, sql, activity, database), prepared, database)
             result = self._statement(event, kind, sql, activity, database)
+            if call is not None and call.runs and call.sql is None and isinstance(result, Statement):
+                # sp_execute @handle: a handle the event does not show cannot be resolved
+                result = Skip("prepared call whose statement or handle the event does not show", unparsed=True,
+                              statement=result)
             return Reading(event.timestamp, kind.role, activity, result, None, database)
         return Reading(event.timestamp, kind.role, activity, result)
 

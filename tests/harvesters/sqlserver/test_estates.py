@@ -110,3 +110,24 @@ def test_compact_parent_id_round_trip(parent: str, root: str | None, compact: st
 ])
 def test_malformed_parent_ids_are_named(parent: str, root: str | None, problem: str | None) -> None:
     assert parse_parent_ids(parent, root, "airflow")[2] == problem
+
+
+def test_the_reading_process_sends_prepared_calls_and_databases(tmp_path: Path) -> None:
+    """What the second process reads of each event (prepared handle, database, system objects left out or kept)
+    is what this process reads: every row's log, read both ways."""
+    from harvesters.sqlserver.reading import EventReader, LineageCache, read_readings, read_readings_background
+
+    path = tmp_path / "all.xml"
+    specs = [spec for row in ROWS for events in row.get("files", [row.get("events", [])]) for spec in events]
+    path.write_text("\n".join(event(spec, seq) for seq, spec in enumerate(specs, start=1)) + "\n")
+    for keep in (False, True):
+        lineage, there_lineage = LineageCache(), LineageCache()
+        lineage.keep_system_objects = there_lineage.keep_system_objects = keep
+        here = [item.value for item in read_readings(str(path), EventReader("sqlserver://h:1433", lineage))]
+        there = [item.value for item in read_readings_background(str(path),
+                                                                 EventReader("sqlserver://h:1433", there_lineage))]
+        assert there == here
+        assert any(r.prepared for r in here) and any(r.database is None for r in here)
+        inputs = {name for r in here for s in [getattr(r.result, "statement", None) or r.result]
+                  for name in getattr(s, "inputs", ())}
+        assert ("master.sys.databases" in inputs) is keep

@@ -130,7 +130,9 @@ class LineageCache:
         from harvesters.sql.columns import column_lineage
 
         inner = _SP_EXECUTESQL.match(sql)  # the statement sp_executesql runs is the one that names columns
-        found = column_lineage(inner.group(1).replace("''", "'") if inner else sql, self.dialect,
+        call = None if inner else prepared_call(sql)  # so is the one a driver's sp_prepexec/sp_cursoropen carries
+        text = inner.group(1).replace("''", "'") if inner else call.sql if call is not None and call.sql else sql
+        found = column_lineage(text, self.dialect,
                                options.get("default_database"), options.get("default_schema"),
                                table_columns=self.table_columns, temp_tables=options.get("temp_tables", ()))
         read, written = set(inputs), set(outputs)

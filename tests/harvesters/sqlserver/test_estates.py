@@ -131,3 +131,15 @@ def test_the_reading_process_sends_prepared_calls_and_databases(tmp_path: Path) 
         inputs = {name for r in here for s in [getattr(r.result, "statement", None) or r.result]
                   for name in getattr(s, "inputs", ())}
         assert ("master.sys.databases" in inputs) is keep
+
+
+def test_xml_files_are_ordered_by_their_first_event_whatever_their_encoding(tmp_path: Path) -> None:
+    from harvesters.sqlserver.command import time_ordered
+
+    late, early, empty = tmp_path / "late.xml", tmp_path / "early.xml", tmp_path / "empty.xml"
+    late.write_text(event({"sql": "SELECT 1", "minute": 30}, 1) + "\n")
+    # sqlcmd -u writes UTF-16 with a byte-order mark
+    early.write_bytes(b"\xff\xfe" + (event({"sql": "SELECT 1", "minute": 2}, 1) + "\n").encode("utf-16-le"))
+    empty.write_text("no events here\n")
+    names = [str(late), str(empty), str(early)]
+    assert time_ordered(names) == ([str(early), str(late), str(empty)], [])

@@ -870,7 +870,9 @@ def _segments(tokens: list[Token]) -> Iterator[list[Token]]:
 _NOT_BEFORE_STATEMENT = frozenset({
     TokenType.COMMA, TokenType.DOT, TokenType.L_PAREN, TokenType.EQ, TokenType.PLUS, TokenType.DASH,
     TokenType.STAR, TokenType.SLASH, TokenType.SELECT, TokenType.FROM, TokenType.JOIN, TokenType.AND, TokenType.OR,
-    TokenType.WHERE, TokenType.ALIAS, TokenType.SET, TokenType.INTO, TokenType.TABLE,
+    TokenType.WHERE, TokenType.ALIAS, TokenType.SET, TokenType.INTO, TokenType.TABLE, TokenType.ORDER_BY,
+    TokenType.GROUP_BY, TokenType.PARTITION_BY, TokenType.CASE, TokenType.WHEN, TokenType.THEN, TokenType.NOT,
+    TokenType.IN, TokenType.LIKE, TokenType.IS, TokenType.DISTINCT,
 })
 
 

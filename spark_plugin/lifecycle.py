@@ -132,6 +132,10 @@ class Application:
             from spark_plugin.plan_lineage import LogicalPlanRunFacet
 
             run_facets = {**run_facets, "spark.logicalPlan": LogicalPlanRunFacet(plan=lineage.logical_plan)}
+        if lineage.unknown is not None:
+            from spark_plugin.plan_lineage import UnknownEntryRunFacet
+
+            run_facets = {**run_facets, "spark_unknown": UnknownEntryRunFacet(**lineage.unknown)}
         return RunRecord(event_type, when, job=job, run_id=run_id, parent=self.run, root=self.action_root,
                          job_type=job_type, job_facets=job_facets, inputs=inputs, outputs=outputs,
                          run_facets=run_facets)

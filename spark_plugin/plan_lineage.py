@@ -81,6 +81,8 @@ class ActionLineage:
     processing_type: str  # BATCH or STREAMING
     #: the optimized plan's JSON when the ``spark.logicalPlan`` facet is enabled
     logical_plan: Any = None
+    #: the ``spark_unknown`` facet's content when enabled
+    unknown: Any = None
 
 
 def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "",
@@ -113,8 +115,11 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
 
     outputs = _safe(OUTPUT_HANDLERS.get(root.name), ctx, root, strict) if root.name in OUTPUT_HANDLERS else []
     inputs: list[RawDataset] = []
+    read_by: list[tuple[PlanNode, list[RawDataset]]] = []  # relation -> its datasets (column lineage)
     for node in _input_nodes(root):
-        inputs.extend(_safe(INPUT_HANDLERS[node.name], ctx, node, strict))
+        raws = _safe(INPUT_HANDLERS[node.name], ctx, node, strict)
+        read_by.append((node, raws))
+        inputs.extend(raws)
 
     suffix = next((o.suffix for o in outputs if o.suffix), None)
     job_suffix = command
@@ -123,17 +128,67 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
 
     stats = _output_statistics(qe) if outputs else None
     facets = _FacetBuilder(spark_conf)
+    output_datasets = [facets.dataset(r, stats if i == 0 else None) for i, r in enumerate(_dedupe(outputs))]
+    if output_datasets and output_datasets[0].facets.get("schema") is not None and facets.enabled("columnLineage"):
+        output_datasets[0] = _with_column_lineage(output_datasets[0], jplan, root, read_by, facets)
     return ActionLineage(
         command=command,
         job_suffix=job_suffix,
         inputs=tuple(facets.dataset(r) for r in _dedupe(inputs)),
-        outputs=tuple(
-            facets.dataset(r, stats if i == 0 else None) for i, r in enumerate(_dedupe(outputs))
-        ),
+        outputs=tuple(output_datasets),
         sql=_sql_text(qe, root),
         processing_type="STREAMING" if streaming else "BATCH",
         logical_plan=plan_json if plan_json is not None and jvm_facet_enabled(spark_conf, LOGICAL_PLAN) else None,
+        unknown=_unknown_entries(root, read_by) if jvm_facet_enabled(spark_conf, UNKNOWN) else None,
     )
+
+
+UNKNOWN = "spark_unknown"
+
+
+def _attribute_fields(trees: list[PlanNode]) -> list[dict[str, Any]]:
+    out = []
+    for tree in trees:
+        if tree.name == "AttributeReference":
+            datatype = tree.fields.get("dataType")
+            type_name = datatype if isinstance(datatype, str) else (datatype or {}).get("type")
+            metadata = tree.fields.get("metadata")
+            out.append({"name": tree.fields.get("name"), "type": type_name,
+                        "metadata": metadata if isinstance(metadata, dict) else {}})
+    return out
+
+
+def _node_output(node: PlanNode) -> list[dict[str, Any]]:
+    depth = len(node.path)
+    return _attribute_fields([t for t in node.nested if t.path[depth:depth + 1] == (("f", "output"),)])
+
+
+def _entry(node: PlanNode, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+    description = {"class": node.cls, **{k: v for k, v in node.fields.items() if k != "data"}}
+    return {"description": description, "inputAttributes": inputs, "outputAttributes": _node_output(node)}
+
+
+def _unknown_entries(root: PlanNode, read_by: list[tuple[PlanNode, list[RawDataset]]]) -> dict[str, Any] | None:
+    """The JVM's ``spark_unknown`` facet: the plan's root and leaves that no dataset builder handled, each with
+    its node (as Spark's JSON), the attributes it reads (its children's output) and those it produces."""
+    handled = {node.path for node, _ in read_by}
+    leaves = [n for n in plan_tree.walk(root) if not n.children and n.path not in handled
+              and not n.cls.startswith("org.apache.spark.sql.catalyst.expressions")]
+    output = None
+    if root.name not in OUTPUT_HANDLERS:
+        output = _entry(root, [a for child in root.children for a in _node_output(child)])
+    inputs = [_entry(leaf, []) for leaf in leaves if leaf is not root]
+    if output is None and not inputs:
+        return None
+    return {"output": output, "inputs": inputs}
+
+
+@attr.define
+class UnknownEntryRunFacet(RunFacet):
+    """The JVM integration's ``spark_unknown`` run facet (off by default, as there)."""
+
+    output: Any = None
+    inputs: list = attr.field(factory=list)
 
 
 #: Run facets the JVM integration disables unless configured (its ``facets.disabled`` default).
@@ -159,6 +214,28 @@ class LogicalPlanRunFacet(RunFacet):
     (a list of nodes in pre-order). Off by default, as there."""
 
     plan: list = attr.field(factory=list)
+
+
+def _with_column_lineage(output: Dataset, jplan: Any, root: PlanNode,
+                         read_by: list[tuple[PlanNode, list[RawDataset]]], facets: _FacetBuilder) -> Dataset:
+    """``output`` with the ``columnLineage`` facet (see :mod:`spark_plugin.column_lineage`); as it was when
+    the plan cannot be traced."""
+    from spark_plugin import column_lineage
+
+    try:
+        leaves: dict = {}
+        for node, raws in read_by:
+            if len(raws) == 1:  # a relation over several datasets (a JDBC query) has no per-column source
+                leaves.update(column_lineage.leaf_fields(node, raws[0].namespace, facets._name(raws[0].name)))
+        names = [f.name for f in output.facets["schema"].fields]
+        facet = column_lineage.build(jplan, root, leaves, names)
+    except Exception:  # noqa: BLE001 - column lineage is a bonus: the datasets stay
+        log.debug("cannot trace the columns of %s", root.cls, exc_info=True)
+        return output
+    if facet is None:
+        return output
+    return Dataset(output.namespace, output.name, facets={**output.facets, "columnLineage": facet},
+                   io_facets=output.io_facets)
 
 
 def _input_nodes(root: PlanNode) -> list[PlanNode]:

@@ -145,3 +145,23 @@ def hive_qe_capture(hive_spark: SparkSession) -> Capturer:
 def workdir(tmp_path: Path) -> str:
     """A per-test directory as an absolute path string without symlinks (Spark resolves them)."""
     return os.path.realpath(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def hook_pythonpath(tmp_path_factory) -> list[str]:
+    """PYTHONPATH entries that make a spark-submit driver run ``lineage_capture.pth`` as an installed package would.
+
+    Installed (``pip install [-e] .``): the .pth is in site-packages already. From a source checkout: a
+    ``sitecustomize`` adds a site dir holding a copy of the .pth, so site.py processes the same line.
+    """
+    import shutil
+    import site
+
+    root_dir = Path(__file__).resolve().parents[2]
+    if any((Path(d) / "lineage_capture.pth").exists() for d in site.getsitepackages()):
+        return [str(root_dir)]
+    root = tmp_path_factory.mktemp("hook")
+    (root / "site").mkdir()
+    shutil.copy(root_dir / "spark_plugin" / "lineage_capture.pth", root / "site" / "lineage_capture.pth")
+    (root / "sitecustomize.py").write_text(f"import site\nsite.addsitedir({str(root / 'site')!r})\n")
+    return [str(root_dir), str(root)]

@@ -4,14 +4,17 @@ present in the fixture are compared, arrays ignore order and extra items, and ``
 ``${json-unit.any-number}``, ``${json-unit.regex}...`` match by kind or pattern. A fixture matches when one of the
 events we emitted matches it (their tests look for one matching request among all that arrived).
 
-Each row replays the operation of one fixture (from the JVM repository's ``spark_scripts/*.py`` and Java
-integration tests) in the shared test Spark session: the Hive-catalog session for scripts that call
-``enableHiveSupport()``, the in-memory one otherwise. Their warehouse (or data directory) is replaced by ours, so
-paths, symlinks and job names must come out the same. A row with a ``gap`` is a strict xfail naming what we lack.
+Their PySpark test scripts' fixtures are matched by running our own equivalents of the scripts
+(``apps/jvm_scripts.py``) through spark-submit with the plugin switched on by ``--conf``, as their
+SparkContainerIntegrationTest runs theirs. Fixtures of their other Java tests (a Hive metastore, JDBC and Iceberg,
+the generic application test) are replayed in the shared test Spark session; their warehouse (or data directory)
+is replaced by ours, so paths, symlinks and job names must come out the same. A ``gap`` is a strict xfail
+naming what we lack.
 """
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from collections.abc import Callable
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+from ol_schema import assert_valid_event, read_events
 from test_runtime import run_captured
 
 EXPECTED = Path(__file__).resolve().parents[3] / "shared" / "openlineage-spark-expected" / "container"
@@ -110,27 +114,6 @@ def sql(*statements: str) -> Op:
     return run
 
 
-def steps(*ops: Op) -> Op:
-    def run(spark: Any, root: str, tmp: str) -> None:
-        for op in ops:
-            op(spark, root, tmp)
-    return run
-
-
-def save_temp_table(spark: Any, root: str, tmp: str) -> None:
-    """Their ``spark.createDataFrame([{"a": 1, "b": 2}, {"a": 3, "b": 4}]).write.saveAsTable("temp")``."""
-    spark.createDataFrame([{"a": 1, "b": 2}, {"a": 3, "b": 4}]).write.option("compression", "none").saveAsTable("temp")
-
-
-def cached_write(spark: Any, root: str, tmp: str) -> None:
-    cached = spark.read.table("temp").cache()
-    try:
-        cached.count()
-        cached.select("a").write.option("compression", "none").saveAsTable("target")
-    finally:
-        cached.unpersist()
-
-
 def hive3_table1(spark: Any, root: str, tmp: str) -> None:
     spark.sql("create database if not exists hive3")
     spark.createDataFrame([("New York",)], "city string").write.mode("overwrite").saveAsTable("hive3.table1")
@@ -140,56 +123,6 @@ def generic_write(spark: Any, root: str, tmp: str) -> None:
     """SparkGenericIntegrationTest: ``createTempDataset(3).groupBy("a").count()`` written as CSV."""
     df = spark.createDataFrame([(i, i + 1) for i in (1, 2, 3)], "a long, b long").repartition(1)
     df.groupBy("a").count().write.mode("overwrite").csv(f"{root}/test_output/")
-
-
-def rdd_to_csv(spark: Any, root: str, tmp: str) -> None:
-    rdd = spark.sparkContext.parallelize([("word one", 30), ("word two", 70)])
-    rdd.setName("list of random words and numbers")
-    rdd.map(lambda x: ",".join(str(i) for i in x)).saveAsTextFile(f"{root}/rdd_to_csv_output/")
-
-
-def word_count(spark: Any, root: str, tmp: str) -> None:
-    """spark_word_count.py: a text file grouped by line, written as CSV."""
-    Path(root).mkdir(parents=True, exist_ok=True)
-    Path(root, "data.txt").write_text("a\nb\na\n")
-    spark.read.text(f"{root}/data.txt").groupBy("value").count().write.mode("overwrite").csv(f"{root}/test_output/")
-
-
-def rdd_to_csv_and_table(spark: Any, root: str, tmp: str) -> None:
-    """spark_rdd_to_table.py: an RDD saved as text, read back as CSV through a temp view, written as parquet."""
-    rdd_to_csv(spark, root, tmp)
-    rdd_to_table(spark, root, tmp)
-
-
-def single_input_rdd(spark: Any, root: str, tmp: str) -> None:
-    """spark_single_input_rdd.py: textFile -> map -> saveAsTextFile into a partition folder."""
-    Path(root, "rdd_input").mkdir(parents=True, exist_ok=True)
-    Path(root, "rdd_input", "sample.txt").write_text(
-        "\n".join(["hello world", "hello pyspark rdd", "spark rdd transforms are fun", "hello again world"]))
-    Path(root, "rdd_output").mkdir(exist_ok=True)
-    spark.sparkContext.textFile(f"{root}/rdd_input").map(lambda x: x).saveAsTextFile(f"{root}/rdd_output/20251030")
-
-
-def people_csv(spark: Any, root: str, tmp: str) -> None:
-    spark.createDataFrame([("ann lee", 30), ("bob ray", 70)], "name string, age int").write.mode("overwrite").csv(
-        f"{root}/rdd_to_csv_output")
-
-
-def rdd_to_table(spark: Any, root: str, tmp: str) -> None:
-    spark.read.option("header", False).schema("name string not null, age int not null").csv(
-        f"{root}/rdd_to_csv_output").createOrReplaceTempView("test_people")
-    spark.sql("SELECT * FROM test_people WHERE age > 20 AND age < 65").write.mode("overwrite").option(
-        "compression", "none").parquet(f"{root}/rdd_to_table/")
-
-
-def rdd_with_parquet(spark: Any, root: str, tmp: str) -> None:
-    df = spark.createDataFrame([{"a": "x", "b": "z"}, {"a": "y", "b": "z"}])
-    df.write.mode("overwrite").parquet(f"{root}/rdd_a")
-    df.write.mode("overwrite").parquet(f"{root}/rdd_b")
-    rdd_a, rdd_b = spark.read.parquet(f"{root}/rdd_a").rdd, spark.read.parquet(f"{root}/rdd_b").rdd
-    # their .toDF(), bound to this session (toDF() takes the active one, which may be the other test session)
-    spark.createDataFrame(rdd_a.union(rdd_b).map(lambda x: (x["a"] + x["b"],))).write.mode("overwrite").parquet(
-        f"{root}/rdd_c/20251030")
 
 
 DERBY = "org.apache.derby.jdbc.EmbeddedDriver"
@@ -225,12 +158,6 @@ PARENT = {"spark.openlineage.parentJobNamespace": "parent-namespace",
 GENERIC = {**PARENT, "spark.openlineage.job.tags": "spark;key:value",
            "spark.openlineage.run.tags": "run;set:up:SERVICE",
            "spark.openlineage.job.owners.team": "MyTeam", "spark.openlineage.job.owners.person": "John Smith"}
-#: JVM facets disabled by default there (``spark.openlineage.facets.disabled``) and not implemented here
-JVM_DEBUG_FACETS = ("spark_unknown",)
-#: what their container tests add to every run (SparkContainerUtils): the two debug facets on
-DEBUG_ON = {"spark.openlineage.facets.spark.logicalPlan.disabled": "false",
-            "spark.openlineage.facets.spark_unknown.disabled": "false"}
-NO_CLL = "the columnLineage dataset facet is not emitted"
 
 
 class Case(NamedTuple):
@@ -249,137 +176,38 @@ class Case(NamedTuple):
     gap: str | None = None  # what we lack: the row is a strict xfail
 
 
-CTAS = sql("CREATE TABLE tbl1 USING hive LOCATION '{root}/tbl1' AS SELECT a, b FROM temp")
-OCTAS = sql("CREATE TABLE tbl2 STORED AS PARQUET LOCATION '{root}/tbl2' AS SELECT a, b FROM temp")
-ALTER = ("open_lineage_integration_alter_table", "testAlterTable")
-HIVE_TABLES = sql("CREATE TABLE IF NOT EXISTS test (key INT, value STRING) USING hive",
-                  "CREATE TABLE IF NOT EXISTS target (key INT, value STRING) USING hive")
-HIVE = ("open_lineage_integration_hive", "testPysparkSQLHiveTest")
-HADOOP_FS = ("open_lineage_integration_hadoop_fs_relation", "testPysparkSQLHadoopFSTest")
-OVERWRITE_DIR = ("open_lineage_integration_overwrite_hive", "testPysparkSQLHiveOverwriteDirTest")
 HMS = ("hive_metastore_integration_test", "default")
 HIVE_CTAS = sql("CREATE TABLE IF NOT EXISTS hive3.table2 using hive AS SELECT * FROM hive3.table1")
 GENERIC_APP = ("generic_integration_test", "generic-namespace")
-RDD_TO_TABLE = ("spark_rdd_to_table", "testPysparkRddToTable")
 # Postgres names tables `{database}.{table}` (database `test` in their URL), Derby as written; their other two
-# tables are Iceberg tables of a Hadoop catalog (`{warehouse}/{db}/{table}`), ours session-catalog parquet tables
+# tables are Iceberg tables of a Hadoop catalog (`{warehouse}/{db}/{table}`), ours session-catalog parquet tables.
+# Columns of a JDBC query reading several tables are not traced per table: their columnLineage is left out.
 JDBC_NAMES = {'"name": "test.': '"name": "', "/tmp/iceberg/default/": "/tmp/iceberg/"}
 
+#: Fixtures of their Java tests that need a service (a Hive metastore, Postgres, Iceberg) or are not PySpark
+#: scripts, replayed in the shared test session; the PySpark scripts' own fixtures are matched by running the
+#: scripts (test_their_scripts_match_their_expected_events below).
 CASES = [
-    Case("pysparkTruncateTableCompleteEvent.json", "/tmp/truncate_test", "open_lineage_integration_truncate_table",
-         "testTruncateTable", sql("CREATE TABLE truncate_table_test (a string, b string)"),
-         sql("TRUNCATE TABLE truncate_table_test"), tables=("truncate_table_test",)),
-    Case("pysparkDropTableEvent.json", "/tmp/drop_test", "open_lineage_integration_drop_table", "testDropTable",
-         sql("CREATE TABLE drop_table_test (a string, b string)"), sql("DROP TABLE drop_table_test"),
-         tables=("drop_table_test",)),
-    Case("pysparkCreateTableStartEvent.json", "/tmp/create_test", "open_lineage_integration_create_table",
-         "testCreateTable", None, sql("CREATE TABLE create_table_test (a string, b string)"),
-         tables=("create_table_test",)),
-    Case("pysparkCreateTableCompleteEvent.json", "/tmp/create_test", "open_lineage_integration_create_table",
-         "testCreateTable", None, sql("CREATE TABLE create_table_test (a string, b string)"),
-         tables=("create_table_test",)),
-    Case("pysparkAlterTableAddColumnsEnd.json", "/tmp/alter_test", *ALTER,
-         sql("CREATE TABLE alter_table_test (a string, b string)"),
-         sql("ALTER TABLE alter_table_test ADD COLUMNS (c string, d string)"), tables=("alter_table_test",)),
-    Case("pysparkAlterTableRenameEnd.json", "/tmp/alter_test", *ALTER,
-         sql("CREATE TABLE alter_table_test (a string, b string)",
-             "ALTER TABLE alter_table_test ADD COLUMNS (c string, d string)"),
-         sql("ALTER TABLE alter_table_test RENAME TO alter_table_test_new"),
-         tables=("alter_table_test", "alter_table_test_new")),
-    Case("pysparkCTASStart.json", "/tmp/ctas_load", "open_lineage_integration_ctas_load", "testCreateAsSelectAndLoad",
-         save_temp_table, CTAS, tables=("temp", "tbl1")),
-    Case("pysparkCTASEnd.json", "/tmp/ctas_load", "open_lineage_integration_ctas_load", "testCreateAsSelectAndLoad",
-         save_temp_table, CTAS, tables=("temp", "tbl1")),
-    Case("pysparkCTASWithColumnLineageEnd.json", "/tmp/ctas_load", "open_lineage_integration_ctas_load",
-         "testCreateAsSelectAndLoad", save_temp_table, CTAS, tables=("temp", "tbl1"), gap=NO_CLL),
-    # their LOAD DATA reads /test_data/test_data.csv; ours a file of the test's tmp dir
-    Case("pysparkLoadStart.json", "/tmp/ctas_load", "open_lineage_integration_ctas_load", "testCreateAsSelectAndLoad",
-         steps(save_temp_table, CTAS, lambda spark, root, tmp: Path(tmp, "load.csv").write_text("5\x016\n")),
-         sql("LOAD DATA LOCAL INPATH '{tmp}/load.csv' INTO TABLE tbl1"), tables=("temp", "tbl1")),
-    Case("pysparkLoadComplete.json", "/tmp/ctas_load", "open_lineage_integration_ctas_load",
-         "testCreateAsSelectAndLoad",
-         steps(save_temp_table, CTAS, lambda spark, root, tmp: Path(tmp, "load.csv").write_text("5\x016\n")),
-         sql("LOAD DATA LOCAL INPATH '{tmp}/load.csv' INTO TABLE tbl1"), tables=("temp", "tbl1")),
-    Case("pysparkOCTASStart.json", "/tmp/ctas_load", "open_lineage_integration_octas_load",
-         "testOptimizedCreateAsSelectAndLoad", save_temp_table, OCTAS, tables=("temp", "tbl2")),
-    Case("pysparkOCTASEnd.json", "/tmp/ctas_load", "open_lineage_integration_octas_load",
-         "testOptimizedCreateAsSelectAndLoad", save_temp_table, OCTAS, tables=("temp", "tbl2")),
-    Case("pysparkHadoopFSStartEvent.json", "/tmp/warehouse", *HADOOP_FS,
-         sql("CREATE TABLE IF NOT EXISTS test (key INT, value STRING) USING parquet",
-             "CREATE TABLE IF NOT EXISTS target (key INT, value STRING) USING parquet",
-             "INSERT INTO test VALUES (1, 'a'), (2, 'b'), (3, 'c')"),
-         sql("INSERT INTO target SELECT * from test WHERE key > 1"), tables=("test", "target")),
-    Case("pysparkHadoopFSEndEvent.json", "/tmp/warehouse", *HADOOP_FS,
-         sql("CREATE TABLE IF NOT EXISTS test (key INT, value STRING) USING parquet",
-             "CREATE TABLE IF NOT EXISTS target (key INT, value STRING) USING parquet",
-             "INSERT INTO test VALUES (1, 'a'), (2, 'b'), (3, 'c')"),
-         sql("INSERT INTO target SELECT * from test WHERE key > 1"), tables=("test", "target")),
-    Case("pysparkHiveStartEvent.json", "/tmp/warehouse", *HIVE, HIVE_TABLES,
-         sql("INSERT INTO test VALUES (1, 'a'), (2, 'b'), (3, 'c')"), tables=("test", "target"),
-         ignore=JVM_DEBUG_FACETS, conf=DEBUG_ON),
-    Case("pysparkHiveRunningEvent.json", "/tmp/warehouse", *HIVE, HIVE_TABLES,
-         sql("INSERT INTO test VALUES (1, 'a'), (2, 'b'), (3, 'c')"), tables=("test", "target"),
-         ignore=JVM_DEBUG_FACETS, conf=DEBUG_ON),
-    Case("pysparkHiveCompleteEvent.json", "/tmp/warehouse", *HIVE, HIVE_TABLES,
-         sql("INSERT INTO test VALUES (1, 'a'), (2, 'b'), (3, 'c')"), tables=("test", "target"),
-         ignore=JVM_DEBUG_FACETS, conf=DEBUG_ON),
-    *[Case(f"pysparkOverwriteName{kind}Event.json", "/tmp/warehouse", "app_name", "testPysparkSQLHiveTest",
-           steps(HIVE_TABLES, sql("INSERT INTO test VALUES (1, 'a'), (2, 'b'), (3, 'c')")),
-           sql("INSERT INTO target SELECT * from test WHERE key > 1"), tables=("test", "target"),
-           ignore=JVM_DEBUG_FACETS, conf=DEBUG_ON) for kind in ("Start", "Running", "Complete")],
-    *[Case(f"pysparkWordCountWithCliArgs{kind}Event.json", "/tmp/test_data", "open_lineage_integration_word_count",
-           "testPysparkWordCountWithCliArgs", None, word_count, session="spark", data=True,
-           replace={"/test_data/data.txt": "/tmp/test_data/data.txt"}) for kind in ("Start", "Running", "Complete")],
-    Case("pysparkHiveSelectStartEvent.json", "/tmp/warehouse", *HIVE,
-         steps(HIVE_TABLES, sql("INSERT INTO test VALUES (1, 'a'), (2, 'b'), (3, 'c')")),
-         sql("INSERT INTO target SELECT * from test WHERE key > 1"), tables=("test", "target")),
-    Case("pysparkHiveSelectEndEvent.json", "/tmp/warehouse", *HIVE,
-         steps(HIVE_TABLES, sql("INSERT INTO test VALUES (1, 'a'), (2, 'b'), (3, 'c')")),
-         sql("INSERT INTO target SELECT * from test WHERE key > 1"), tables=("test", "target")),
-    Case("pysparkHiveOverwriteDirStartEvent.json", "/tmp/overwrite", *OVERWRITE_DIR,
-         sql("CREATE TABLE IF NOT EXISTS test (key INT, value STRING) USING hive"),
-         sql("INSERT OVERWRITE DIRECTORY '{root}/table' USING hive VALUES (1, 'a'), (2, 'b'), (3, 'c')"),
-         tables=("test",)),
-    Case("pysparkHiveOverwriteDirCompleteEvent.json", "/tmp/overwrite", *OVERWRITE_DIR,
-         sql("CREATE TABLE IF NOT EXISTS test (key INT, value STRING) USING hive"),
-         sql("INSERT OVERWRITE DIRECTORY '{root}/table' USING hive VALUES (1, 'a'), (2, 'b'), (3, 'c')"),
-         tables=("test",)),
     # their script points Spark at a metastore it never reaches; only the plugin is told about it here
     Case("pysparkSymlinksComplete.json", "/tmp/warehouse", "open_lineage_integration_hive", "symlinks", None,
          sql("CREATE TABLE IF NOT EXISTS test (key INT, value STRING) USING hive"), tables=("test",),
          conf={"spark.sql.hive.metastore.uris": "http://metastore"}),
-    Case("pysparkCachedDatasetComplete.json", "/tmp/caching", "open_lineage_in_memory_relation", "cachedDataset",
-         save_temp_table, cached_write, tables=("temp", "target")),
     Case("hiveCreateHiveTableAsSelectCommandStartEvent.json", "/tmp/hive-metastore", *HMS, hive3_table1, HIVE_CTAS,
-         tables=("hive3.table1", "hive3.table2"), ignore=("columnLineage",)),
+         tables=("hive3.table1", "hive3.table2")),
     Case("hiveCreateHiveTableAsSelectCommandCompleteEvent.json", "/tmp/hive-metastore", *HMS, hive3_table1,
-         HIVE_CTAS, tables=("hive3.table1", "hive3.table2"), ignore=("columnLineage",)),
+         HIVE_CTAS, tables=("hive3.table1", "hive3.table2")),
     Case("hiveCreateDataSourceAsSelectCommandCompleteEvent.json", "/tmp/hive-metastore", *HMS, hive3_table1,
          lambda spark, root, tmp: spark.read.table("hive3.table1").write.mode("overwrite").saveAsTable("hive3.table2"),
-         tables=("hive3.table1", "hive3.table2"), ignore=("columnLineage",)),
+         tables=("hive3.table1", "hive3.table2")),
     Case("columnLineageJDBCStart.json", "/tmp/iceberg", "iceberg_integration_test", "default", jdbc_sources,
          jdbc_write, session="spark", tables=("v2_source_1", "v2_source_2"), ignore=("columnLineage",),
          replace=JDBC_NAMES),
     Case("columnLineageJDBCComplete.json", "/tmp/iceberg", "iceberg_integration_test", "default", jdbc_sources,
          jdbc_write, session="spark", tables=("v2_source_1", "v2_source_2"), ignore=("columnLineage",),
          replace=JDBC_NAMES),
-    Case("applicationLevelStartApplication.json", "/tmp/test_data", *GENERIC_APP, None, generic_write,
-         session="spark", data=True, conf=GENERIC),
-    Case("applicationLevelStartJob.json", "/tmp/test_data", *GENERIC_APP, None, generic_write,
-         session="spark", data=True, conf=GENERIC),
-    Case("applicationLevelCompleteJob.json", "/tmp/test_data", *GENERIC_APP, None, generic_write,
-         session="spark", data=True, conf=GENERIC),
-    Case("applicationLevelCompleteApplication.json", "/tmp/test_data", *GENERIC_APP, None, generic_write,
-         session="spark", data=True, conf=GENERIC),
-    Case("pysparkRddToTableCompleteEvent.json", "/tmp/test_data", *RDD_TO_TABLE, people_csv, rdd_to_table,
-         session="spark", data=True),
-    *[Case(fixture, "/tmp/test_data", *RDD_TO_TABLE, None, rdd_to_csv_and_table, session="spark", data=True)
-      for fixture in ("pysparkRddToCsvStartEvent.json", "pysparkRddToCsvCompleteEvent.json",
-                      "pysparkRddToTableStartEvent.json", "pysparkRddToTableRunningEvent.json")],
-    Case("pysparkSingleRDDStatistics.json", "/tmp", "open_lineage_integration_single_input_rdd_with_input_statistics",
-         "default", None, single_input_rdd, session="spark", data=True),
-    Case("pysparkRDDWithParquet.json", "/tmp", "open_lineage_integration_rdd_with_parquet", "testRddWithParquet",
-         None, rdd_with_parquet, session="spark", data=True),
+    *[Case(f"applicationLevel{kind}.json", "/tmp/test_data", *GENERIC_APP, None, generic_write,
+           session="spark", data=True, conf=GENERIC)
+      for kind in ("StartApplication", "StartJob", "CompleteJob", "CompleteApplication")],
 ]
 
 
@@ -420,6 +248,108 @@ def test_events_match_the_jvm_integrations(request, workdir, case):
     # their directory's last segment starts the table part of their job names (`{app}.{command}.{dir}_{table}`)
     text = text.replace(f".{Path(case.their_root).name}_", f".{Path(root).name}_").replace(case.their_root, root)
     expected = _strip(json.loads(text), case.ignore)
+    candidates = [e for e in events if e["eventType"] == expected.get("eventType", e["eventType"])]
+    assert candidates, f"no {expected.get('eventType')} event among {[e['job']['name'] for e in events]}"
+    problems = min((mismatches(expected, event) for event in candidates), key=len)
+    assert problems == [], "\n".join(problems)
+
+
+# --- their scripts, run as they run them: spark-submit, the plugin switched on by --conf ---------------------
+
+SCRIPTS_APP = Path(__file__).parent / "apps" / "jvm_scripts.py"
+#: what their container tests give every run (SparkContainerUtils): the two debug facets on
+CONTAINER_CONF = {"spark.openlineage.facets.spark.logicalPlan.disabled": "false",
+                  "spark.openlineage.facets.spark_unknown.disabled": "false"}
+#: our script (tests/spark/apps/jvm_scripts.py) -> (their test's namespace, extra --conf, fixtures it must produce)
+SCRIPT_FIXTURES: dict[str, tuple[str, dict[str, str], tuple[str, ...]]] = {
+    "word_count": ("testPysparkWordCountWithCliArgs", {}, (
+        "pysparkWordCountWithCliArgsStartEvent", "pysparkWordCountWithCliArgsRunningEvent",
+        "pysparkWordCountWithCliArgsCompleteEvent")),
+    "rdd_to_table": ("testPysparkRddToTable", {}, (
+        "pysparkRddToCsvStartEvent", "pysparkRddToCsvCompleteEvent", "pysparkRddToTableStartEvent",
+        "pysparkRddToTableRunningEvent", "pysparkRddToTableCompleteEvent")),
+    "hive": ("testPysparkSQLHiveTest", {}, (
+        "pysparkHiveStartEvent", "pysparkHiveRunningEvent", "pysparkHiveCompleteEvent", "pysparkHiveSelectStartEvent",
+        "pysparkHiveSelectEndEvent")),
+    "hadoop_fs_relation": ("testPysparkSQLHadoopFSTest", {}, ("pysparkHadoopFSStartEvent", "pysparkHadoopFSEndEvent")),
+    "overwrite_appname": ("testPysparkSQLHiveTest", {"spark.openlineage.appName": "app_name"}, (
+        "pysparkOverwriteNameStartEvent", "pysparkOverwriteNameRunningEvent", "pysparkOverwriteNameCompleteEvent")),
+    "overwrite_hive": ("testPysparkSQLHiveOverwriteDirTest", {}, (
+        "pysparkHiveOverwriteDirStartEvent", "pysparkHiveOverwriteDirCompleteEvent")),
+    "ctas_load": ("testCreateAsSelectAndLoad", {}, (
+        "pysparkCTASStart", "pysparkCTASEnd", "pysparkLoadStart", "pysparkLoadComplete",
+        "pysparkCTASWithColumnLineageEnd")),
+    "cached": ("cachedDataset", {}, ("pysparkCachedDatasetComplete",)),
+    "create_table": ("testCreateTable", {}, ("pysparkCreateTableStartEvent", "pysparkCreateTableCompleteEvent")),
+    "drop_table": ("testDropTable", {}, ("pysparkDropTableEvent",)),
+    "truncate_table": ("testTruncateTable", {}, ("pysparkTruncateTableCompleteEvent",)),
+    "octas_load": ("testOptimizedCreateAsSelectAndLoad", {}, ("pysparkOCTASStart", "pysparkOCTASEnd")),
+    "cll": ("testColumnLevelLineage", {}, ("pysparkCLLStart", "pysparkCLLEnd")),
+    "alter_table": ("testAlterTable", {}, ("pysparkAlterTableAddColumnsEnd", "pysparkAlterTableRenameEnd")),
+    "rdd_with_parquet": ("testRddWithParquet", {}, ("pysparkRDDWithParquet",)),
+    "single_input_rdd": ("testSingleRddInputStats", {}, ("pysparkSingleRDDStatistics",)),
+    "emit_metrics": ("testEmitMetrics", {}, ("pysparkMetricsEnd",)),
+}
+#: fixtures we do not match yet, and why (strict xfails)
+SCRIPT_GAPS = {"pysparkMetricsEnd": "the JVM's debug run facet (its Micrometer metrics) is not emitted"}
+# (their spark_hive_catalog.py points Spark at a metastore that does not exist: replayed above instead)
+
+
+def _run_script(script: str, root: Path, hook_pythonpath: list[str], state: Path) -> list[dict]:
+    """spark-submit one script with the plugin on and a file transport; its events."""
+    import os
+    import subprocess
+    import sys
+
+    namespace, conf, _ = SCRIPT_FIXTURES[script]
+    root.mkdir(parents=True)
+    events_file = root / "events.jsonl"
+    conf = {"spark.openlineage.python.enabled": "true", "spark.openlineage.namespace": namespace,
+            "spark.openlineage.transport.type": "file", "spark.openlineage.transport.location": str(events_file),
+            "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "1", **CONTAINER_CONF, **conf}
+    venv_bin = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENLINEAGE", "PYSPARK_", "SPARK_"))}
+    env.update(PATH=f"{venv_bin}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(hook_pythonpath),
+               LINEAGE_CAPTURE_STATE_DIR=str(state), OPENLINEAGE_CONFIG=str(state / "none.yml"))
+    command = [str(venv_bin / "spark-submit"), "--master", "local[1]", "--driver-memory", "512m",
+               "--driver-java-options", f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dderby.system.home={root}"]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    result = subprocess.run([*command, str(SCRIPTS_APP), script, str(root)], env=env, capture_output=True,
+                            text=True, timeout=300, cwd=root)
+    assert result.returncode == 0, f"{script}: {result.stdout[-3000:]}{result.stderr[-3000:]}"
+    return read_events(events_file) if events_file.exists() else []
+
+
+@pytest.fixture(scope="module")
+def script_events(tmp_path_factory, hook_pythonpath) -> dict[str, tuple[Path, list[dict]]]:
+    """Every script of SCRIPT_FIXTURES run once, two at a time (each its own driver, cwd and Derby metastore)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    base = Path(os.path.realpath(tmp_path_factory.mktemp("jvm_scripts")))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {script: pool.submit(_run_script, script, base / script, hook_pythonpath, base / f"{script}.state")
+                   for script in SCRIPT_FIXTURES}
+        return {script: (base / script, future.result()) for script, future in futures.items()}
+
+
+def _their_paths(text: str, root: Path) -> str:
+    """Their ``/tmp/...`` and ``/test_data/...`` as our scripts wrote them, under ``root``."""
+    return re.sub(r"(?<![\w.])/(tmp|test_data)/", lambda m: f"{root}/{m.group(1)}/", text)
+
+
+@pytest.mark.parametrize("script,fixture", [
+    pytest.param(script, fixture, id=fixture,
+                 marks=[pytest.mark.xfail(strict=True, reason=SCRIPT_GAPS[fixture])] if fixture in SCRIPT_GAPS else [])
+    for script, (_, _, fixtures) in SCRIPT_FIXTURES.items() for fixture in fixtures])
+def test_their_scripts_match_their_expected_events(script_events, script, fixture):
+    """Matched as their SparkContainerIntegrationTest matches: one event among all the run sent must match."""
+    root, events = script_events[script]
+    for event in events:
+        assert_valid_event(event)
+    expected = json.loads(_their_paths((EXPECTED / f"{fixture}.json").read_text(), root))
     candidates = [e for e in events if e["eventType"] == expected.get("eventType", e["eventType"])]
     assert candidates, f"no {expected.get('eventType')} event among {[e['job']['name'] for e in events]}"
     problems = min((mismatches(expected, event) for event in candidates), key=len)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import site
 import socket
 import subprocess
 import sys
@@ -17,7 +15,6 @@ import pytest
 from ol_schema import assert_valid_event, read_events
 from test_runtime import spooled_events
 
-ROOT_DIR = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 SPARK_SUBMIT = VENV_BIN / "spark-submit"
 APP_FILE = Path(__file__).parent / "apps" / "orders_app.py"
@@ -27,22 +24,6 @@ FAILED_WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_faile
 PARENT_RUN = "01890000-0000-7000-8000-000000000001"
 
 pytestmark = pytest.mark.skipif(not SPARK_SUBMIT.exists(), reason="spark-submit not found next to python")
-
-
-@pytest.fixture(scope="module")
-def hook_pythonpath(tmp_path_factory) -> list[str]:
-    """PYTHONPATH entries that make the driver run ``lineage_capture.pth`` as an installed package would.
-
-    Installed (``pip install [-e] .``): the .pth is in site-packages already. From a source checkout: a
-    ``sitecustomize`` adds a site dir holding a copy of the .pth, so site.py processes the same line.
-    """
-    if any((Path(d) / "lineage_capture.pth").exists() for d in site.getsitepackages()):
-        return [str(ROOT_DIR)]
-    root = tmp_path_factory.mktemp("hook")
-    (root / "site").mkdir()
-    shutil.copy(ROOT_DIR / "spark_plugin" / "lineage_capture.pth", root / "site" / "lineage_capture.pth")
-    (root / "sitecustomize.py").write_text(f"import site\nsite.addsitedir({str(root / 'site')!r})\n")
-    return [str(ROOT_DIR), str(root)]
 
 
 def submit(workdir: str, ending: str, conf: dict[str, str], hook_pythonpath: list[str],

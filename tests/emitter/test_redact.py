@@ -90,7 +90,93 @@ def test_redact_masks(text: str, gone: list[str], kept: list[str]) -> None:
     assert redact(out) == out  # idempotent: masking twice changes nothing
 
 
+# Issue 11: shapes that leaked, as input -> exact output (T-SQL N'...' literals keep their N and quotes).
+MASKED_EXACT = [
+    # PASSWORD = N'...' / SECRET = N'...' in every statement that takes one
+    ("ALTER USER etl WITH PASSWORD = N'Secr3t!'", "ALTER USER etl WITH PASSWORD = N'***'"),
+    ("ALTER LOGIN etl WITH PASSWORD = N'new''pw' OLD_PASSWORD = N'old1'",
+     "ALTER LOGIN etl WITH PASSWORD = N'***' OLD_PASSWORD = N'***'"),
+    ("CREATE LOGIN l WITH PASSWORD = N'Secr3t!', CHECK_POLICY = OFF",
+     "CREATE LOGIN l WITH PASSWORD = N'***', CHECK_POLICY = OFF"),
+    ("CREATE LOGIN l WITH PASSWORD = 0x0200A1B2C3D4E5F6 HASHED", "CREATE LOGIN l WITH PASSWORD = *** HASHED"),
+    ("OPEN SYMMETRIC KEY k DECRYPTION BY PASSWORD = N'Secr3t!'",
+     "OPEN SYMMETRIC KEY k DECRYPTION BY PASSWORD = N'***'"),
+    ("CREATE MASTER KEY ENCRYPTION BY PASSWORD = N'Secr3t!'", "CREATE MASTER KEY ENCRYPTION BY PASSWORD = N'***'"),
+    ("CREATE CERTIFICATE c ENCRYPTION BY PASSWORD = N'Secr3t!' WITH SUBJECT = N'Signing'",
+     "CREATE CERTIFICATE c ENCRYPTION BY PASSWORD = N'***' WITH SUBJECT = N'Signing'"),
+    ("CREATE DATABASE SCOPED CREDENTIAL c WITH IDENTITY = N'SHARED ACCESS SIGNATURE', SECRET = N'sv=2022&sig=zz'",
+     "CREATE DATABASE SCOPED CREDENTIAL c WITH IDENTITY = N'SHARED ACCESS SIGNATURE', SECRET = N'***'"),
+    # linked servers, logins, application roles: positional and named passwords
+    ("EXEC sp_addlinkedsrvlogin 'srv', 'false', NULL, 'rmtuser', 'Secr3t!'",
+     "EXEC sp_addlinkedsrvlogin 'srv', 'false', NULL, 'rmtuser', '***'"),
+    ("EXEC master.dbo.sp_addlinkedsrvlogin N'srv', N'false', NULL, N'rmt', N'Secr3t!'",
+     "EXEC master.dbo.sp_addlinkedsrvlogin N'srv', N'false', NULL, N'rmt', N'***'"),
+    ("EXEC sp_addlinkedsrvlogin @rmtsrvname = N'srv', @useself = N'False', @rmtuser = N'u', @rmtpassword = N'Secr3t!'",
+     "EXEC sp_addlinkedsrvlogin @rmtsrvname = N'srv', @useself = N'False', @rmtuser = N'u', @rmtpassword = N'***'"),
+    ("EXEC sp_addlogin 'u', 'Secr3t!', 'db'", "EXEC sp_addlogin 'u', '***', 'db'"),
+    ("EXEC sp_password 'old1', 'new1', 'u'", "EXEC sp_password '***', '***', 'u'"),
+    ("EXEC sp_setapprole 'app', 'Secr3t!'", "EXEC sp_setapprole 'app', '***'"),
+    # OPENROWSET's 'server'; 'user'; 'password' (and its connection-string form)
+    ("SELECT * FROM OPENROWSET('SQLNCLI', 'srv1'; 'sa'; 'Secr3t!', 'SELECT * FROM db.dbo.t')",
+     "SELECT * FROM OPENROWSET('SQLNCLI', 'srv1'; 'sa'; '***', 'SELECT * FROM db.dbo.t')"),
+    ("SELECT * FROM OPENROWSET('MSDASQL', 'Driver={SQL Server};Server=s;UID=u;PWD=Secr3t!', 'SELECT 1')",
+     "SELECT * FROM OPENROWSET('MSDASQL', 'Driver={SQL Server};Server=s;UID=u;PWD=***', 'SELECT 1')"),
+    # command lines run by xp_cmdshell
+    ("EXEC xp_cmdshell 'sqlcmd -S srv -U sa -P Secr3t! -Q \"SELECT 1\"'",
+     "EXEC xp_cmdshell 'sqlcmd -S srv -U sa -P *** -Q \"SELECT 1\"'"),
+    ("EXEC xp_cmdshell 'bcp db.dbo.t out C:\\t.dat -S srv -U sa -PSecr3t! -c'",
+     "EXEC xp_cmdshell 'bcp db.dbo.t out C:\\t.dat -S srv -U sa -P*** -c'"),
+    ("EXEC xp_cmdshell 'osql -S srv -U sa -P \"Secr3t! x\" -i in.sql'",
+     "EXEC xp_cmdshell 'osql -S srv -U sa -P \"***\" -i in.sql'"),
+    # ODBC value with a space; key: value; long options
+    ("Driver={ODBC Driver 18 for SQL Server};Server=s;UID=u;Password=a b;Database=d",
+     "Driver={ODBC Driver 18 for SQL Server};Server=s;UID=u;Password=***;Database=d"),
+    ("api_key: Secr3tXYZ", "api_key: ***"),
+    ("password: correct horse battery staple", "password: ***"),
+    ('{"token": 12345678}', '{"token": ***}'),
+    ("--password Secr3t! --user bob", "--password *** --user bob"),
+    ("--api-key Secr3tXYZ", "--api-key ***"),
+    # well-known token prefixes, anywhere (the prefix stays: it says what kind of credential leaked)
+    ("git clone https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/o/r.git",
+     "git clone https://ghp_***@github.com/o/r.git"),
+    ("token ghp_abcdefghijklmnopqrstuvwxyz0123456789 used", "token ghp_*** used"),
+    ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "github_pat_***"),
+    ("glpat-abcdefghij0123456789", "glpat-***"),
+    ("xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "xoxb-***"),
+    ("OPENAI=sk-proj-abcdefghijklmnopqrstuvwxyz012345", "OPENAI=sk-proj-***"),
+    ("key AIzaSyA1234567890abcdefghijklmnopqrstu", "key AIza***"),
+    # item 10: random-looking values after key-, token-, secret-, password-like names, in any syntax
+    ("DECLARE @api_key NVARCHAR(100) = N'8f3kd93jf82jdk29dj3kd8'", "DECLARE @api_key NVARCHAR(100) = N'***'"),
+    ("apikey 8f3kd93jf82jdk29dj3kd8", "apikey ***"),
+    ("SET @token = 'a8F3k2Lq9Zx7Wm4Rt6Yp1'", "SET @token = '***'"),
+    ("UPDATE s.users SET password_hash = '5f4dcc3b5aa765d61d8327deb882cf99' WHERE id = 1",
+     "UPDATE s.users SET password_hash = '***' WHERE id = 1"),
+    ("auth_token(Q2F0c0RvZ3MxMjM0NTY3ODkw)", "auth_token(***)"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), MASKED_EXACT)
+def test_redact_masks_exactly(text: str, expected: str) -> None:
+    assert redact(text) == expected
+    assert redact(expected) == expected  # idempotent
+
+
 UNCHANGED = [
+    # harmless strings that must survive: table, column and path names around the secret-like words
+    "INSERT INTO dbo.password_reset_log (user_id) SELECT id FROM dbo.users",
+    "CREATE TABLE t (id INT PRIMARY KEY, customer_key INT, api_key_hash CHAR(64))",
+    "ALTER TABLE t ADD CONSTRAINT pk PRIMARY KEY (order_id_2024_customer_ref)",
+    "SELECT v:token::string, v:api_key::string FROM raw.events",
+    "INSERT INTO dw.fact_sales (date_key, customer_key) SELECT d.date_key, c.customer_key FROM stg.s",
+    "s3://bucket/token/3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c/file.parquet",
+    "SELECT * FROM keys.signatures WHERE key_id = 20240101123456789",
+    "EXEC xp_cmdshell 'dir C:\\data -p'",
+    "harvest sqlserver --password-env DB01_PASSWORD --private-key-file /etc/k.p8",
+    "task-runner disk-usage risk-score",
+    "SELECT openrowset_count FROM stats",
+    "-- password reset job",
+    "SELECT high, right, weight FROM ghp",
+    "EXEC sp_addlinkedserver @server = N'srv', @srvproduct = N'SQL Server'",
     "INSERT INTO dbo.password_history (user_id, changed_at) SELECT id, GETDATE() FROM dbo.passwords",
     "SELECT secret_santa, token_count FROM t WHERE token_count = 5 AND secret_santa = 'bob'",
     "UPDATE s.users SET password_hash = @h, last_token_at = @now WHERE id = @id",
@@ -136,6 +222,13 @@ RULE_EXAMPLES = {
     "sql_keyword_literal": ("WITH PASSWORD 'x''y'", "WITH PASSWORD '***'"),
     "sql_identified_by": ("IDENTIFIED BY VALUES 'S:ABC'", "IDENTIFIED BY VALUES '***'"),
     "aws_access_key_id": (f"id={AKIA}.", "id=AKIA***."),
+    "cli_option": ("--token t0k --x", "--token *** --x"),
+    "tsql_proc_password": ("sp_addlinkedsrvlogin 's', 'false', NULL, 'u', N'p'",
+                           "sp_addlinkedsrvlogin 's', 'false', NULL, 'u', N'***'"),
+    "openrowset_password": ("OPENROWSET('p','s';'u';'pw','q')", "OPENROWSET('p','s';'u';'***','q')"),
+    "command_password_flag": ("sqlcmd -S s -P pw -Q q", "sqlcmd -S s -P *** -Q q"),
+    "well_known_token": ("ghp_0123456789abcdefABCDEF", "ghp_***"),
+    "secret_shaped_value": ("apikey 8f3kd93jf82jdk29dj3kd8", "apikey ***"),
 }
 
 

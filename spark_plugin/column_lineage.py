@@ -180,8 +180,9 @@ def _output(node: PlanNode) -> list[ExprId]:
         if "LeftSemi" in kind or "LeftAnti" in kind or "ExistenceJoin" in kind:
             return left
         return left + (_output(node.children[1]) if len(node.children) > 1 else [])
-    if "output" in node.fields:  # relations
-        return [i for tree in _expressions(node, "output") if (i := _expr_id(tree)) is not None]
+    if "output" in node.fields or "dataCols" in node.fields:  # relations
+        trees = _expressions(node, "output") or [*_expressions(node, "dataCols"), *_expressions(node, "partitionCols")]
+        return [i for tree in trees if (i := _expr_id(tree)) is not None]
     if node.children:
         return _output(node.children[0])
     return []
@@ -227,7 +228,9 @@ def build(jroot: Any, root: PlanNode, leaves: Mapping[ExprId, tuple[str, str, st
 def leaf_fields(node: PlanNode, namespace: str, name: str) -> dict[ExprId, tuple[str, str, str]]:
     """A relation's output attributes as input fields of the dataset (namespace, name)."""
     out = {}
-    for tree in _expressions(node, "output"):
+    # a HiveTableRelation's output is its data and partition columns (no ``output`` field in Spark 3.5's JSON)
+    trees = _expressions(node, "output") or [*_expressions(node, "dataCols"), *_expressions(node, "partitionCols")]
+    for tree in trees:
         ident = _expr_id(tree)
         if ident is not None and tree.fields.get("name"):
             out[ident] = (namespace, name, str(tree.fields["name"]))

@@ -324,14 +324,17 @@ def _run_script(script: str, root: Path, hook_pythonpath: list[str], state: Path
 
 
 @pytest.fixture(scope="module")
-def script_events(tmp_path_factory, hook_pythonpath) -> dict[str, tuple[Path, list[dict]]]:
-    """Every script of SCRIPT_FIXTURES run once, two at a time (each its own driver, cwd and Derby metastore)."""
+def script_events(request, tmp_path_factory, hook_pythonpath) -> dict[str, tuple[Path, list[dict]]]:
+    """Each script the selected tests need, run once, two at a time (each its own driver, cwd and Derby
+    metastore)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    needed = {item.callspec.params["script"] for item in request.session.items
+              if getattr(item, "originalname", "") == "test_their_scripts_match_their_expected_events"}
     base = Path(os.path.realpath(tmp_path_factory.mktemp("jvm_scripts")))
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {script: pool.submit(_run_script, script, base / script, hook_pythonpath, base / f"{script}.state")
-                   for script in SCRIPT_FIXTURES}
+                   for script in SCRIPT_FIXTURES if script in needed}
         return {script: (base / script, future.result()) for script, future in futures.items()}
 
 

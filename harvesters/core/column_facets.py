@@ -56,6 +56,7 @@ def _output_facets(namespace: str, columns: Columns) -> Mapping[str, Mapping[str
     return facets
 
 
+@lru_cache(maxsize=4096)  # the same statement shapes with the same ACCESS_HISTORY objects, over and over
 def restricted(columns: Columns, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> Columns:
     """``columns`` kept to the statement's final datasets: its outputs, and the columns whose every source is
     one of its inputs (temp tables taken out of the inputs take the columns they fed with them)."""

@@ -829,8 +829,12 @@ class RowConverter:
             elif not isinstance(parsed, Skip):
                 inputs, outputs = parsed.inputs, parsed.outputs
         # column lineage: ACCESS_HISTORY's where it has some, else the text's; kept to the final datasets
-        columns = restricted(row.access_columns or (parsed.columns if type(parsed) is Lineage else ()),
-                             inputs, outputs) if outputs else ()
+        columns: Columns = ()
+        if outputs and (row.access_columns or type(parsed) is Lineage):
+            found = row.access_columns or parsed.columns  # type: ignore[union-attr]
+            # the text's own lineage is already kept to its tables (LineageCache): no second look
+            columns = found if row.read is None and found is not row.access_columns else \
+                restricted(found, inputs, outputs)
         if temp_outputs:
             self._remember_temps(row.session, temps | {t.casefold() for t in temp_outputs})
         module_key = row.parent_query_id or None

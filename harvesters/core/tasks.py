@@ -55,6 +55,7 @@ from openlineage.client.facet_v2 import (
 )
 
 from emitter.naming import normalize_name
+from emitter.redact import redact
 from emitter.records import COMPLETE, FAIL, START, Dataset, JobRef, JobType, RunRecord, RunRef, unvalidated
 from emitter.run_ids import stable_run_id
 from harvesters.core.state import gap_exceeded, is_idle
@@ -232,11 +233,21 @@ def is_run_marker(sql: str) -> bool:
 
 @lru_cache(maxsize=4096)  # the same few task names come with every statement
 def task_job_name(task: str) -> str:
-    """``python_task::task1`` -> ``python_task.task1``; ``OrderStatusSync`` -> ``order_status_sync``."""
+    """``python_task::task1`` -> ``python_task.task1``; ``OrderStatusSync`` -> ``order_status_sync``.
+
+    Secrets are masked first (``etl;Pwd=X`` -> ``etl_pwd``): normalised, ``pwd_x`` would no longer look like one.
+    """
+    task = redact(task)
     for pattern, replacement in TASK_NAME_RULES:
         task = pattern.sub(replacement, task)
     parts = [normalize_name(part) for part in task.split(TASK_PART_SEPARATOR)]
     return ".".join(p for p in parts if p) or UNKNOWN_TASK
+
+
+@lru_cache(maxsize=4096)  # a few hosts (client_hostname, Snowflake's USER_NAME) with every statement
+def safe_host(host: str) -> str:
+    """The host (or user) a task run is keyed by, secrets masked: it is kept in the state file."""
+    return redact(host)
 
 
 @lru_cache(maxsize=16384)
@@ -435,7 +446,7 @@ class TaskGrouper:
         """Place one statement: continue or start its task run, emit its child run when it has lineage."""
         self.counts.statements += 1
         job_name = statement.job_name or task_job_name(statement.task)
-        key = (job_name, statement.host, statement.session)
+        key = (job_name, safe_host(statement.host), statement.session)
         run = self._open.get(key)
         if run is not None and (
             statement.marker
@@ -528,9 +539,10 @@ class TaskGrouper:
     def _start_task(self, key: tuple[str, str, str], job_name: str, statement: Statement) -> TaskRun:
         parent, root, _ = parse_parent_ids(statement.parent_id, statement.root_parent_id, self.parent_namespace)
         job = JobRef(self.job_namespace, job_name)
-        run_id = stable_run_id(statement.start, "task", self.job_namespace, job_name, statement.host,
+        host = safe_host(statement.host)
+        run_id = stable_run_id(statement.start, "task", self.job_namespace, job_name, host,
                                statement.session)
-        run = TaskRun(job=job, run_id=run_id, host=statement.host, session=statement.session,
+        run = TaskRun(job=job, run_id=run_id, host=host, session=statement.session,
                       start=statement.start, last_end=statement.end, parent=parent, root=root,
                       parent_id=statement.parent_id if parent else None)
         self._open[key] = run

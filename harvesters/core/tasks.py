@@ -55,8 +55,8 @@ from openlineage.client.facet_v2 import (
 )
 
 from emitter.naming import normalize_name
-from emitter.redact import redact
 from emitter.records import COMPLETE, FAIL, START, Dataset, JobRef, JobType, RunRecord, RunRef, unvalidated
+from emitter.redact import redact
 from emitter.run_ids import stable_run_id
 from harvesters.core.state import gap_exceeded, is_idle
 

@@ -22,8 +22,8 @@ from emitter.naming import normalize_name
 from emitter.records import FAIL, JobRef, JobType, RunRecord, RunRef
 from emitter.redact import RedactingFilter, redact
 from emitter.serialize import event_dict
-from harvesters.cli import main
 from emitter.spool import Spool, describe_destination
+from harvesters.cli import main
 
 # Every syntax of the redaction table, {s} the secret: each becomes text the harvest reads.
 SYNTAXES = [

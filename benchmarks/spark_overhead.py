@@ -1,123 +1,124 @@
-"""What the PySpark lineage plugin costs: wall-time ratio plugin-on / plugin-off on paired runs.
+"""What the PySpark lineage plugin costs a whole application: wall time of ``spark-submit`` processes.
 
-Workloads (one local SparkSession; events delivered to a file transport):
+Applications (written to a temp dir; they know nothing about lineage):
 
-(a) ``small``: N tiny parquet writes (every one a lineage-bearing action: the worst case per action);
-(b) ``etl``: two parquet inputs of ~1M rows (generated once into ``--data-dir``), a join, an aggregate
-    and a parquet write.
+- ``etl``: two parquet inputs of ``--rows`` rows (generated once into ``--data-dir``), a join, an aggregate and a
+  parquet write: a few seconds of Spark work;
+- ``small``: ``--small-actions`` tiny parquet writes (every one a lineage-bearing action: the worst case per action);
+- ``wide``: one write of a union of ``--wide-inputs`` parquet directories (a plan with that many relations).
 
-Runs are paired (off/on, then on/off next repetition, to cancel drift) after one warm-up of each. A run
-is timed until Spark delivered its listener calls (what the application sees) and, plugin on, also until
-the worker delivered every event of it (lineage extraction runs on the worker, concurrently; a real
-application waits for it only at its end). The per-application cost (instrument, emitter set-up, the
-app's START/COMPLETE, uninstrument) is reported apart, since an application pays it once.
-Also reported: the listener callback's own time on Spark's listener thread (p50, p99) and the start-up
-hook's import cost in a process that does not use Spark (``-X importtime``).
+Each application runs as its own ``spark-submit`` process, plugin off and plugin on (file transport), the two
+interleaved (off/on, then on/off next repetition, to cancel drift), after one warm-up of each. The ETL application
+also runs with an http transport to a backend refusing connections (``down``) and to one accepting connections
+and never answering (``hang``): what the end of the application gains is reported in seconds. The plugin-on runs
+of the small-actions application write the listener callback's own times (Spark's listener thread) to a file at
+exit, reported as p50/p99. Column lineage is whatever the plugin emits by default.
 
-    .venv/bin/python benchmarks/spark_overhead.py [--reps 7] [--etl-reps 15] [--small-actions 100] [--rows 1000000]
+    .venv/bin/python benchmarks/spark_overhead.py [--reps 5] [--small-actions 200] [--wide-inputs 150] [--rows 2000000]
 
-Targets: (b) <= 1.02, (a) <= 1.10, callback p99 <= 2 ms, start-up hook < 2 ms.
+Targets: ETL <= 1.02, small actions <= 1.10, wide plan <= 1.05, backend down or hanging <= +0.5 s, callback
+p99 <= 2 ms.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+VENV_BIN = Path(sys.executable).parent
 
+APP = r'''
+import atexit, json, os, sys
+from pyspark.sql import SparkSession
 
-def _session():
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2]").appName("spark overhead benchmark")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "4").config("spark.driver.memory", "2g").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
-def _generate(spark, data_dir: Path, rows: int) -> None:
-    marker = data_dir / f"_generated_{rows}"
-    if marker.exists():
-        return
-    shutil.rmtree(data_dir, ignore_errors=True)
-    data_dir.mkdir(parents=True)
-    (spark.range(rows).selectExpr("id AS order_id", "id % 50000 AS customer_id", "rand(1) * 100 AS amount")
-     .write.parquet(str(data_dir / "orders")))
-    (spark.range(rows).selectExpr("id % 50000 AS customer_id", "concat('c', id) AS name", "id % 7 AS segment")
-     .write.parquet(str(data_dir / "customers")))
-    marker.touch()
-
-
-def small_actions(spark, out: Path, n: int) -> None:
+kind, data, out = sys.argv[1], sys.argv[2], sys.argv[3]
+spark = SparkSession.builder.appName(f"overhead {kind}").getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+timings_file = os.environ.get("BENCH_TIMINGS")
+if timings_file:  # the benchmark's probe: the listener callback's own times, read before the app ends
+    import spark_plugin.lifecycle as lifecycle
+    apps = lifecycle.applications()
+    atexit.register(lambda: open(timings_file, "w").write(json.dumps(
+        [t for app in apps for t in app.listener.timings])))
+if kind == "generate":
+    rows = int(sys.argv[4])
+    spark.range(rows).selectExpr("id AS order_id", "id % 50000 AS customer_id", "rand(1) * 100 AS amount") \
+        .write.mode("overwrite").parquet(f"{data}/orders")
+    spark.range(rows).selectExpr("id % 50000 AS customer_id", "concat('c', id) AS name", "id % 7 AS segment") \
+        .write.mode("overwrite").parquet(f"{data}/customers")
+    for i in range(int(sys.argv[5])):
+        spark.range(3).selectExpr("id", f"{i} AS part").write.mode("overwrite").parquet(f"{data}/wide/p{i}")
+elif kind == "etl":
+    orders = spark.read.parquet(f"{data}/orders")
+    customers = spark.read.parquet(f"{data}/customers").dropDuplicates(["customer_id"])
+    orders.join(customers, "customer_id").groupBy("segment").agg({"amount": "sum", "order_id": "count"}) \
+        .write.mode("overwrite").parquet(f"{out}/etl_out")
+elif kind == "small":
     df = spark.range(10)
-    for i in range(n):
-        df.write.mode("overwrite").parquet(str(out / f"small_{i % 10}"))
+    for i in range(int(sys.argv[4])):
+        df.write.mode("overwrite").parquet(f"{out}/small_{i % 10}")
+elif kind == "wide":
+    from functools import reduce
+    parts = [spark.read.parquet(f"{data}/wide/p{i}") for i in range(int(sys.argv[4]))]
+    reduce(lambda a, b: a.unionByName(b), parts).write.mode("overwrite").parquet(f"{out}/wide_out")
+spark.stop()
+'''
 
 
-def etl(spark, data_dir: Path, out: Path) -> None:
-    orders = spark.read.parquet(str(data_dir / "orders"))
-    customers = spark.read.parquet(str(data_dir / "customers")).dropDuplicates(["customer_id"])
-    (orders.join(customers, "customer_id").groupBy("segment")
-     .agg({"amount": "sum", "order_id": "count"}).write.mode("overwrite").parquet(str(out / "etl_out")))
+def _env(state: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENLINEAGE", "PYSPARK_", "SPARK_"))}
+    env.update(PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable, LINEAGE_CAPTURE_STATE_DIR=str(state),
+               OPENLINEAGE_CONFIG=str(state / "none.yml"), PYTHONPATH=str(ROOT))
+    return env
 
 
-def _timed(spark, work: Callable[[], None], plugin: bool, events: Path, timings: list[int],
-           fixed: list[float]) -> tuple[float, float]:
-    """Seconds of ``work``: (until Spark delivered its listener calls, until the worker also delivered every
-    event of it). The first is what the application sees; the second adds the lineage extraction and
-    delivery still running on the worker, which a real application waits for only at its very end. The
-    per-application cost (instrument, emitter set-up, the application's own START/COMPLETE, uninstrument)
-    goes into ``fixed``: a real application pays it once."""
-    import spark_plugin
-
-    listener_bus = spark._jsparkSession.sparkContext().listenerBus()
-    app = None
-    if plugin:
-        began = time.perf_counter()
-        app = spark_plugin.instrument(spark, {"spark.openlineage.transport.type": "file",
-                                              "spark.openlineage.transport.location": str(events)})
-        app.worker.drain(30)  # emitter set-up and the application START
-        fixed.append(time.perf_counter() - began)
+def submit(app: Path, args: list[str], conf: dict[str, str], state: Path, extra_env: dict[str, str] | None = None
+           ) -> float:
+    """Seconds of one ``spark-submit`` process, start to exit."""
+    command = [str(VENV_BIN / "spark-submit"), "--master", "local[2]", "--driver-memory", "1g",
+               "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
+               "--conf", "spark.sql.shuffle.partitions=4"]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
     began = time.perf_counter()
-    work()
-    listener_bus.waitUntilEmpty()
-    seen = time.perf_counter() - began
-    if app is not None:
-        app.worker.drain(60)
-    delivered = time.perf_counter() - began
-    if app is not None:
-        began = time.perf_counter()
-        spark_plugin.uninstrument()
-        fixed[-1] += time.perf_counter() - began
-        timings.extend(app.listener.timings)
-    return seen, delivered
+    result = subprocess.run([*command, str(app), *args], env={**_env(state), **(extra_env or {})},
+                            capture_output=True, text=True, timeout=900)
+    elapsed = time.perf_counter() - began
+    if result.returncode != 0:
+        raise RuntimeError(f"spark-submit failed ({result.returncode}):\n{result.stdout[-3000:]}")
+    return elapsed
 
 
-def _paired(spark, work: Callable[[], None], reps: int, events: Path, timings: list[int],
-            fixed: list[float]) -> tuple[list[float], list[float]]:
-    """Per pair: (on / off as the application sees it, on-until-delivered / off)."""
-    _timed(spark, work, False, events, [], [])  # warm-up: JIT, file system caches
-    _timed(spark, work, True, events, [], [])
-    seen_ratios, delivered_ratios = [], []
-    for rep in range(reps):
-        order = (False, True) if rep % 2 == 0 else (True, False)
-        times = {plugin: _timed(spark, work, plugin, events, timings, fixed) for plugin in order}
-        off = times[False][0]
-        seen_ratios.append(times[True][0] / off)
-        delivered_ratios.append(times[True][1] / off)
-        print(f"    rep {rep + 1}: off {off:.3f}s  on {times[True][0]:.3f}s (lineage delivered at "
-              f"{times[True][1]:.3f}s)  ratio {seen_ratios[-1]:.3f} / {delivered_ratios[-1]:.3f}", flush=True)
-    return seen_ratios, delivered_ratios
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _hanging_backend() -> int:
+    """A server accepting connections and never answering (its sockets stay open until the process ends)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(128)
+    held = []
+
+    def accept() -> None:
+        while True:
+            held.append(server.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server.getsockname()[1]
 
 
 def _percentile(values: list[int], q: float) -> float:
@@ -125,74 +126,65 @@ def _percentile(values: list[int], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def _import_us(code: str, env: dict[str, str]) -> int:
-    """Microseconds of imports a fresh interpreter spends running ``code`` (best of 7)."""
-    best = None
-    for _ in range(7):
-        result = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True,
-                                text=True, env=env, check=True)
-        total = 0
-        for line in result.stderr.splitlines():
-            parts = line.split("|")
-            if line.startswith("import time:") and len(parts) == 3 and parts[0].split(":")[1].strip().isdigit():
-                total += int(parts[0].split(":")[1])  # self time of each module imported
-        best = total if best is None else min(best, total)
-    return best or 0
-
-
-def startup_hook_cost() -> dict[str, int]:
-    """Import microseconds added by the .pth line: inert (no PYSPARK_GATEWAY_PORT) and armed."""
-    line = (ROOT / "spark_plugin" / "lineage_capture.pth").read_text().strip()
-    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
-    env["PYTHONPATH"] = str(ROOT)
-    base = _import_us("pass", env)
-    inert = _import_us(line, env)
-    armed = _import_us(line, {**env, "PYSPARK_GATEWAY_PORT": "1"})
-    return {"baseline": base, "inert_delta": inert - base, "armed_delta": armed - base}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reps", type=int, default=7, help="paired runs of (a)")
-    parser.add_argument("--etl-reps", type=int, default=15, help="paired runs of (b): short, so noisier")
-    parser.add_argument("--small-actions", type=int, default=100)
-    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--reps", type=int, default=5, help="interleaved off/on pairs per application")
+    parser.add_argument("--small-actions", type=int, default=200)
+    parser.add_argument("--wide-inputs", type=int, default=150)
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--only", nargs="*", default=["etl", "small", "wide", "down", "hang"])
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark_overhead_data")
     args = parser.parse_args()
 
-    hook = startup_hook_cost()
-    print(f"start-up hook imports: inert {hook['inert_delta']} us, armed (spark-submit driver) "
-          f"{hook['armed_delta']} us (interpreter baseline {hook['baseline']} us)", flush=True)
-
-    os.environ.setdefault("LINEAGE_CAPTURE_STATE_DIR", tempfile.mkdtemp(prefix="spark_overhead_state"))
-    spark = _session()
-    _generate(spark, args.data_dir, args.rows)
-    out = Path(tempfile.mkdtemp(prefix="spark_overhead_out"))
-    events = out / "events.jsonl"
-    results = {}
-    fixed: list[float] = []
-    for name, work, reps in [
-        (f"(a) {args.small_actions} small actions", lambda: small_actions(spark, out, args.small_actions), args.reps),
-        (f"(b) ETL, 2 x {args.rows} rows, join + aggregate + write", lambda: etl(spark, args.data_dir, out),
-         args.etl_reps),
-    ]:
-        print(name, flush=True)
-        timings: list[int] = []
-        seen, delivered = _paired(spark, work, reps, events, timings, fixed)
-        results[name] = (statistics.median(seen), statistics.median(delivered), timings)
-    print("\nresults")
-    all_timings = []
-    for name, (seen, delivered, timings) in results.items():
-        all_timings += timings
-        print(f"  {name}: median ratio on/off {seen:.3f} (until its lineage was delivered: {delivered:.3f}); "
-              f"callback p50 {_percentile(timings, 0.5) / 1e3:.0f} us, p99 {_percentile(timings, 0.99) / 1e3:.0f} us"
-              f" over {len(timings)} calls")
-    print(f"  per-application fixed cost (instrument + uninstrument, app START/COMPLETE delivered): "
-          f"median {statistics.median(fixed) * 1e3:.0f} ms over {len(fixed)} applications")
-    print(f"  listener callback overall: p50 {_percentile(all_timings, 0.5) / 1e3:.0f} us, "
-          f"p99 {_percentile(all_timings, 0.99) / 1e3:.0f} us, max {max(all_timings, default=0) / 1e3:.0f} us")
-    spark.stop()
-    shutil.rmtree(out, ignore_errors=True)
+    work = Path(tempfile.mkdtemp(prefix="spark_overhead_"))
+    app = work / "app.py"
+    app.write_text(APP)
+    state, out = work / "state", work / "out"
+    marker = args.data_dir / f"_generated_{args.rows}_{args.wide_inputs}"
+    if not marker.exists():
+        print("generating the inputs once...", flush=True)
+        submit(app, ["generate", str(args.data_dir), str(out), str(args.rows), str(args.wide_inputs)], {}, state)
+        marker.touch()
+    on = {"spark.openlineage.python.enabled": "true", "spark.openlineage.transport.type": "file",
+          "spark.openlineage.transport.location": str(work / "events.jsonl")}
+    apps = {"etl": ["etl", str(args.data_dir), str(out)],
+            "small": ["small", str(args.data_dir), str(out), str(args.small_actions)],
+            "wide": ["wide", str(args.data_dir), str(out), str(args.wide_inputs)]}
+    variants = {"on": on,
+                "down": {**on, "spark.openlineage.transport.type": "http",
+                         "spark.openlineage.transport.url": f"http://127.0.0.1:{_closed_port()}"},
+                "hang": {**on, "spark.openlineage.transport.type": "http",
+                         "spark.openlineage.transport.url": f"http://127.0.0.1:{_hanging_backend()}"}}
+    plan = [(name, "on") for name in ("etl", "small", "wide") if name in args.only]
+    plan += [("etl", variant) for variant in ("down", "hang") if variant in args.only]
+    timings: list[int] = []
+    results = []
+    for name, variant in plan:
+        print(f"{name} ({variant})", flush=True)
+        conf = variants[variant]
+        submit(app, apps[name], {}, state)  # warm-up: file system caches
+        submit(app, apps[name], conf, state)
+        offs, ons = [], []
+        for rep in range(args.reps):
+            for plugin in ((False, True) if rep % 2 == 0 else (True, False)):
+                extra = {}
+                if plugin and name == "small":
+                    extra["BENCH_TIMINGS"] = str(work / f"timings_{rep}.json")
+                (ons if plugin else offs).append(submit(app, apps[name], conf if plugin else {}, state, extra))
+                if plugin and name == "small":
+                    timings += json.loads((work / f"timings_{rep}.json").read_text())
+            print(f"    rep {rep + 1}: off {offs[-1]:.2f}s  on {ons[-1]:.2f}s  ratio {ons[-1] / offs[-1]:.3f}",
+                  flush=True)
+        off_median, on_median = statistics.median(offs), statistics.median(ons)
+        results.append((name, variant, off_median, on_median))
+    print("\nresults (medians of whole spark-submit processes)")
+    for name, variant, off_median, on_median in results:
+        print(f"  {name:6s} {variant:5s}: off {off_median:.2f}s  on {on_median:.2f}s  ratio "
+              f"{on_median / off_median:.3f}  (+{on_median - off_median:.2f}s)")
+    if timings:
+        print(f"  listener callback: p50 {_percentile(timings, 0.5) / 1e3:.0f} us, p99 "
+              f"{_percentile(timings, 0.99) / 1e3:.0f} us, max {max(timings) / 1e3:.0f} us over {len(timings)} calls")
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

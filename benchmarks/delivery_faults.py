@@ -71,16 +71,26 @@ def free_port() -> int:
 
 
 def harvest(log: Path, work: Path, conf: list[str]) -> tuple[float, int, str]:
-    """Run `harvest sqlserver` in a fresh process: (wall seconds, exit code, its summary lines)."""
+    """Run `harvest sqlserver` in a fresh process: (wall seconds, exit code, its summary lines and the CPU seconds
+    of the harvest and its reader process)."""
     env = {**os.environ, "LINEAGE_CAPTURE_STATE_DIR": str(work / "state")}
     argv = [sys.executable, "-m", "harvesters.cli", "sqlserver", "--xml", str(log), "--server", "db01"]
     for pair in conf:
         argv += ["--conf", pair]
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _children_cpu()
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, _children_cpu() - cpu
     lines = [line for line in done.stderr.splitlines() if line.startswith(("INFO: lineage events", "harvest "))]
-    return elapsed, done.returncode, " | ".join(lines)
+    return elapsed, done.returncode, f"CPU {cpu:.2f} s | " + " | ".join(lines)
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the ended child processes (the harvest and the reader it waited for); the backend, killed
+    and waited for only at the end of its case, is not in the harvest's number."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def with_backend(mode: str, delay: float, run: callable) -> tuple[tuple[float, int, str], int]:

@@ -95,7 +95,10 @@ class Delivery:
         self.counts = Counts()
         self.spool_error: str | None = None  # the first reason the spool could not be written
         self._make_transport = make_transport
-        self._cv = threading.Condition(threading.RLock())
+        lock = threading.RLock()
+        self._cv = threading.Condition(lock)  # settled events: wakes a caller waiting in flush() or for room
+        # ready events: wakes one worker per event (waking all sixteen for each event cost more CPU than the POST)
+        self._wakeup = threading.Condition(lock)
         self._blocked_until = 0.0
         self._failures: set[str] = set()
         self._buffer: list[dict[str, Any]] = []  # events on their way into the spool (see _keep)
@@ -157,7 +160,7 @@ class Delivery:
         self.flush()
         with self._cv:
             self._stopping = True
-            self._cv.notify_all()
+            self._wakeup.notify_all()
         for thread in self._threads:
             thread.join()
 
@@ -175,7 +178,9 @@ class Delivery:
         """Count a delivery, or keep the event as a dead letter or in the spool. Called with the lock held."""
         if error is None:
             self.counts.delivered += 1
-            self._healthy = True
+            if not self._healthy:  # the backend answers again: as many requests in flight as there is work
+                self._healthy = True
+                self._wakeup.notify(len(self._ready))
             return
         refused = rejection(error)
         if refused is not None:
@@ -312,7 +317,7 @@ class Delivery:
 
     def _make_ready(self, seq: int) -> None:
         heapq.heappush(self._ready, seq)
-        self._cv.notify_all()
+        self._wakeup.notify()
 
     def _finish(self, seq: int) -> None:
         node = self._nodes.pop(seq)
@@ -351,7 +356,7 @@ class Delivery:
             while True:
                 with self._cv:
                     while not self._stopping and not (self._ready and (self._healthy or not self._in_flight)):
-                        self._cv.wait()
+                        self._wakeup.wait()
                     if self._stopping and not self._ready:
                         return
                     self._spill_ready()

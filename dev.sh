@@ -3,6 +3,8 @@
 #   ./dev.sh demo            set up, then run the demo (the main job)
 #   ./dev.sh test [ARGS...]  set up, then run pytest (ARGS go to pytest)
 #   ./dev.sh test-spark35 [ARGS...]  the Spark tests again under PySpark 3.5 (its own .venv-spark35; CI runs it)
+#   ./dev.sh test-airflow [ARGS...]  the Airflow helper against the real Airflow + OpenLineage provider (.venv-airflow)
+#   ./dev.sh lint            ruff and mypy (CI runs it before the tests)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -70,5 +72,8 @@ case "$cmd" in
   demo) exec .venv/bin/lineage-capture demo "$@" ;;
   test) exec .venv/bin/python -m pytest "$@" ;;
   test-spark35) spark35_env; exec .venv-spark35/bin/python -m pytest tests/spark "$@" ;;
-  *) die "usage: ./dev.sh demo | ./dev.sh test [pytest args] | ./dev.sh test-spark35 [pytest args]" ;;
+  # the test builds .venv-airflow itself (pinned Airflow and provider, this package editable) on first use
+  test-airflow) LINEAGE_CAPTURE_AIRFLOW_PYTHON=install exec .venv/bin/python -m pytest tests/harvesters/core/test_airflow_tag.py "$@" ;;
+  lint) .venv/bin/ruff check . && exec .venv/bin/mypy ;;
+  *) die "usage: ./dev.sh demo | test [pytest args] | test-spark35 [pytest args] | test-airflow [pytest args] | lint" ;;
 esac

@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import sqlserver_harvest
 import snowflake_harvest
+import sqlserver_harvest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Each harvester's command line over its generated log (the log's path is appended by ``_argv``).

@@ -61,14 +61,14 @@ def _objects(names: list[str], domain: str = "Table") -> str:
 
 def _access(shape: int, t: str, u: str) -> tuple[str | None, str | None]:
     """ACCESS_HISTORY objects for the shapes whose lineage Snowflake records (a subset, as on a real account)."""
-    T, U = t.upper(), u.upper()
+    t_up, u_up = t.upper(), u.upper()
     if shape == 0:
-        return (_objects([f"DW.RAW.{U}_LINES", "DW.ANALYTICS.DIM_DATE", "DW.ANALYTICS.DIM_PRODUCT"]),
-                _objects([f"DW.ANALYTICS.FCT_{T}"]))
+        return (_objects([f"DW.RAW.{u_up}_LINES", "DW.ANALYTICS.DIM_DATE", "DW.ANALYTICS.DIM_PRODUCT"]),
+                _objects([f"DW.ANALYTICS.FCT_{t_up}"]))
     if shape == 4:
-        return _objects([f"DW.STAGING.{U}"]), _objects([f"DW.ANALYTICS.DIM_{T}"])
+        return _objects([f"DW.STAGING.{u_up}"]), _objects([f"DW.ANALYTICS.DIM_{t_up}"])
     if shape == 8:
-        return "[]", _objects([f"DW.RAW.{U}_LINES"])
+        return "[]", _objects([f"DW.RAW.{u_up}_LINES"])
     return None, None
 
 

@@ -116,9 +116,9 @@ def run_one(log: Path, statements: int) -> dict[str, float]:
 def run_alone(log: Path, statements: int) -> dict[str, float]:
     """The harvester's own share, in this process, no emitter: read, convert, group, build RunRecords."""
     sys.path.insert(0, str(ROOT))
-    from harvesters.sqlserver.reading import EventConverter, Harvest, LineageCache
     from harvesters.core.state import Window
     from harvesters.core.tasks import TaskGrouper
+    from harvesters.sqlserver.reading import EventConverter, Harvest, LineageCache
     from harvesters.sqlserver.xevents import read_file
 
     records = []
@@ -139,9 +139,9 @@ def run_breakdown(log: Path, statements: int) -> dict[str, float]:
     around each component (the clock itself adds ~2 us per statement, spread over the components)."""
     sys.path.insert(0, str(ROOT))
     from harvesters.core.run import make_emitter
-    from harvesters.sqlserver.reading import EventConverter, Harvest, LineageCache
     from harvesters.core.state import Window
     from harvesters.core.tasks import TaskGrouper
+    from harvesters.sqlserver.reading import EventConverter, Harvest, LineageCache
     from harvesters.sqlserver.xevents import read_file
 
     clock = time.process_time

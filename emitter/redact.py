@@ -458,7 +458,7 @@ class RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
-        except Exception:  # bad format args: still never let the raw text through unredacted
+        except Exception:  # noqa: BLE001 - bad format args: still never let the raw text through unredacted
             message = f"{record.msg} {record.args!r}"
         record.msg, record.args = redact(message), None
         if record.exc_info and not record.exc_text:

@@ -31,7 +31,8 @@ def demo_records() -> list[RunRecord]:
 
     t0 = datetime.now(timezone.utc).replace(microsecond=0)
     task = RunRef(stable_run_id(t0, "demo", "task"), JobRef("demo", "nightly_orders.load"))
-    child = RunRef(stable_run_id(t0, "demo", "statement", "1"), JobRef("demo", "nightly_orders.load.insert_daily_orders"))
+    child = RunRef(stable_run_id(t0, "demo", "statement", "1"),
+                   JobRef("demo", "nightly_orders.load.insert_daily_orders"))
     sql = ("INSERT INTO mart.daily_orders SELECT order_date, count(*) FROM raw.orders GROUP BY order_date "
            "/* connection: Server=db1;UID=etl;PWD=hunter2 */")
     orders = Dataset("sqlserver://db1:1433", "sales.raw.orders")
@@ -86,7 +87,8 @@ def _show(events: list[dict]) -> None:
         parent = event["run"]["facets"].get("parent", {}).get("job", {}).get("name", "-")
         inputs = ", ".join(d["name"] for d in event.get("inputs", [])) or "-"
         outputs = ", ".join(d["name"] for d in event.get("outputs", [])) or "-"
-        print(f"  {event['eventType']:<8} {event['job']['name']}\n           parent={parent}  in: {inputs}  out: {outputs}")
+        print(f"  {event['eventType']:<8} {event['job']['name']}\n"
+              f"           parent={parent}  in: {inputs}  out: {outputs}")
 
 
 class _EventFile:

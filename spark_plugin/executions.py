@@ -79,7 +79,7 @@ class ExecutionPoll:
                 continue
             try:
                 qe_id = int(qe.id())
-            except Exception:  # Spark < 3.4: matched by equals() instead
+            except Exception:  # noqa: BLE001 - Spark < 3.4: matched by equals() instead
                 qe_id = None
             tracked = Tracked(execution_id, qe, qe_id, submitted, jobs=int(data.jobs().size()))
             self.watched[execution_id] = tracked
@@ -103,7 +103,7 @@ class ExecutionPoll:
             return None
         try:
             qe_id = int(qe.id())
-        except Exception:
+        except Exception:  # noqa: BLE001 - Spark < 3.4: matched by equals() instead
             qe_id = None
         for execution_id, tracked in self.watched.items():
             same = tracked.qe_id == qe_id if qe_id is not None and tracked.qe_id is not None else tracked.qe.equals(qe)

@@ -113,7 +113,7 @@ class PlanContext:
                 return False
             v2 = self.session.sessionState().catalogManager().v2SessionCatalog()
             return bool(v2.getClass().getSimpleName() == "V2SessionCatalog")
-        except Exception:  # a catalog plugin that cannot be loaded: not provably Hive
+        except Exception:  # noqa: BLE001 - a catalog plugin that cannot be loaded: not provably Hive
             return False
 
     @cached_property
@@ -139,7 +139,7 @@ class PlanContext:
             path = self.jvm.org.apache.hadoop.fs.Path(uri)
             conf = self.session.sessionState().newHadoopConf()
             return bool(path.getFileSystem(conf).isFile(path))
-        except Exception:  # unreachable file system: name by the path as given
+        except Exception:  # noqa: BLE001 - unreachable file system: name by the path as given
             return False
 
 
@@ -244,7 +244,7 @@ def lookup_table_raw(
     None when it does not exist (any more)."""
     try:
         jtable = ctx.catalog.getTableMetadata(jident)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a table that does not exist (any more): None
         return None
     schema = plan_tree.struct_schema(jtable.schema().json()) if with_schema else None
     database, table = _identifier(ident_json)

@@ -131,13 +131,15 @@ def _drop_table(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
 
 def _truncate_table(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     """``TruncateTableCommand``: TRUNCATE, no schema; suffix from the location."""
-    raw = lookup_table_raw(ctx, node.fields.get("tableName") or {}, ctx.jvm_node(node).tableName(), lifecycle="TRUNCATE")
+    raw = lookup_table_raw(ctx, node.fields.get("tableName") or {}, ctx.jvm_node(node).tableName(),
+                           lifecycle="TRUNCATE")
     return [attrs.evolve(hive_catalog(ctx, raw), suffix=trim_path(raw.name))] if raw else []
 
 
 def _alter_add_columns(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     """``AlterTableAddColumnsCommand``: ALTER with the table's new schema; no suffix."""
-    raw = lookup_table_raw(ctx, node.fields.get("table") or {}, ctx.jvm_node(node).table(), with_schema=True, lifecycle="ALTER")
+    raw = lookup_table_raw(ctx, node.fields.get("table") or {}, ctx.jvm_node(node).table(), with_schema=True,
+                           lifecycle="ALTER")
     return [hive_catalog(ctx, raw)] if raw else []
 
 
@@ -242,7 +244,7 @@ def _v2_identifier_raws(ctx: PlanContext, jresolved: Any, schema: Schema | None,
         return [RawDataset(namespace, name, schema, lifecycle=lifecycle)]
     try:  # a catalog that reports where the table lives
         location = catalog.loadTable(ident).properties().get("location")
-    except Exception:
+    except Exception:  # noqa: BLE001 - a catalog that cannot load the table: no location
         location = None
     return [path_raw(location, schema, lifecycle=lifecycle)] if location else []
 
@@ -284,7 +286,8 @@ def _save_as_v1_table(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     database, table = _identifier((node.fields.get("tableDesc") or {}).get("identifier"))
     database = database or ctx.catalog.getCurrentDatabase()  # saveAsTable('t') is not qualified yet
     lifecycle = {"Overwrite": "OVERWRITE", "ErrorIfExists": "CREATE"}.get(_mode(jcmd))
-    jtable = ctx.catalog.getTableMetadata(ctx.jvm.org.apache.spark.sql.catalyst.TableIdentifier(table, ctx.jvm.scala.Some(database)))
+    jident = ctx.jvm.org.apache.spark.sql.catalyst.TableIdentifier(table, ctx.jvm.scala.Some(database))
+    jtable = ctx.catalog.getTableMetadata(jident)
     raw = table_raw(ctx, table_location(ctx, jtable), database, table, _query_schema(jcmd), lifecycle=lifecycle)
     return [attrs.evolve(hive_catalog(ctx, raw), suffix=_db_table_suffix(database, table))]
 

@@ -4,15 +4,12 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
 # Every memo hit of the emitter re-checks that the remembered instance did not change after it was handed over
 # (emitter/serialize.py): set before any test imports the emitter.
 os.environ.setdefault("LINEAGE_CAPTURE_CHECK_MEMOS", "1")
-
-from paths import SHARED
 
 
 @pytest.fixture(autouse=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ol_schema import assert_valid_event
-
 from harvesters.cli import main
+
+from ol_schema import assert_valid_event
 
 
 def run_harvest(target: Path, args: list[str], conf: list[str] | None = None) -> tuple[int, list[dict]]:

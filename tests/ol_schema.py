@@ -5,11 +5,12 @@ against that file too (the core schema only checks the facet base shape).
 """
 from __future__ import annotations
 
-from paths import SHARED
 import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from paths import SHARED
 
 SPEC_DIR = SHARED / "openlineage-spec"
 

@@ -11,7 +11,6 @@ from urllib.parse import unquote
 
 from openlineage.client.dataset.dataset import BUILTIN_TRIMMERS
 
-
 # --------------------------------------------------------------------------------------------
 # Files and object stores
 # --------------------------------------------------------------------------------------------

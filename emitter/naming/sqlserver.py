@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import re
 
-
-
 #: SQL Server's default port: this project's choice (reference.md section 3); the Java client leaves it out.
 SQLSERVER_DEFAULT_PORT = 1433
 

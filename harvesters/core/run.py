@@ -288,7 +288,7 @@ def run_harvest(make_source: Callable[[argparse.Namespace], HarvestSource], labe
             print(f"{label}: {error}", file=sys.stderr)
             emitter.close()
             return EXIT_USAGE
-        except Exception as error:  # a live source may fail in many ways; nothing is committed
+        except Exception as error:  # noqa: BLE001 - a live source may fail in many ways; nothing is committed
             from emitter.redact import redact
 
             print(f"{label}: reading failed ({type(error).__name__}: {redact(str(error))}); state not advanced",

@@ -42,8 +42,8 @@ import base64
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from functools import lru_cache
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 import attrs

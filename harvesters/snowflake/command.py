@@ -148,8 +148,8 @@ def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, check
     import os
 
     from harvesters.core.background import worth_a_second_process
-    from harvesters.snowflake.history import Harvest, SeenQueries, read_history_files, read_history_files_background
     from harvesters.core.state import Window, closing_clock
+    from harvesters.snowflake.history import Harvest, SeenQueries, read_history_files, read_history_files_background
 
     for name in args.history:
         if name != "-" and not os.path.isfile(name):

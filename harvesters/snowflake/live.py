@@ -11,15 +11,15 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from itertools import pairwise
 from datetime import datetime, timedelta, timezone
+from itertools import pairwise
 from typing import Any
 
 import attrs
 
 from harvesters.core.outcome import UsageError
-from harvesters.snowflake.history import HistoryRow, Unreadable, parse_time, row_from_mapping
 from harvesters.core.state import Window
+from harvesters.snowflake.history import HistoryRow, Unreadable, parse_time, row_from_mapping
 
 #: The harvester's own QUERY_TAG: its queries are left out of what it reads.
 HARVESTER_TAG = "openlineage-harvest"

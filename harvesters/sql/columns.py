@@ -29,6 +29,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.lineage import Node, lineage
 
 from harvesters.sql.dialects import DialectRules, rules_for
+from harvesters.sql.engine import default_identifier, qualified_parts
 
 __all__ = ["IDENTITY", "TRANSFORMATION", "AGGREGATION", "ColumnSource", "ColumnLineage", "column_lineage"]
 
@@ -237,26 +238,10 @@ class _Walker:
         return name
 
     def _qualify(self, parts: list[str]) -> list[str]:
-        # as harvesters.sql.engine._Analyzer._qualify: the same defaults give the same names
-        if len(parts) >= 3 and parts[-2] == "":
-            parts = [*parts[:-2], self.rules.empty_schema or self.schema or "", parts[-1]]
-        if len(parts) == 1:
-            schema = self.schema or (self.rules.implicit_schema if self.database else None)
-            if schema:
-                parts = [schema, *parts]
-        if len(parts) == 2 and self.database:
-            parts = [self.database, *parts]
-        return parts
+        return qualified_parts(parts, self.rules, self.database, self.schema)
 
     def _default(self, value: str | None) -> str | None:
-        # as harvesters.sql.engine._Analyzer._default
-        if not value or not value.strip():
-            return None
-        value = value.strip()
-        stripped = value.strip('"[]')
-        if stripped != value or self.rules.case == "as_written":
-            return stripped
-        return value.upper() if self.rules.case == "upper" else value.lower()
+        return default_identifier(value, self.rules)
 
     # ---- projections -------------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ import attrs
 from harvesters.core.outcome import Unreadable, UsageError
 from harvesters.sqlserver.xevents import Item, XEvent, parse_event, read_events
 
+
 @attrs.frozen
 class LiveQueries:
     """The SQL a live harvest sends to one kind of server: the text differs per backend, the code does not.

@@ -42,7 +42,8 @@ _EVENT_START = re.compile(rb"<event[\s>/]")
 _EVENT_END = b"</event>"
 #: How a real event starts (SQL Server writes name, package, timestamp, then its first field). A cut at an
 #: ``<event`` that does not look like this fell inside a statement's text.
-_REAL_EVENT_START = re.compile(rb'<event\s+name="[^"<>]*"\s+package="[^"<>]*"\s+timestamp="[^"<>]*"\s*>\s*<(?:data|action)\s')
+_REAL_EVENT_START = re.compile(
+    rb'<event\s+name="[^"<>]*"\s+package="[^"<>]*"\s+timestamp="[^"<>]*"\s*>\s*<(?:data|action)\s')
 _CDATA_OPEN, _CDATA_CLOSE = b"<![CDATA[", b"]]>"
 #: What may follow the last ``</event>`` of a piece without being junk: closing tags of a wrapper document
 #: (``</RingBufferTarget>``) and whitespace.

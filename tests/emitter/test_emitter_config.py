@@ -100,7 +100,8 @@ def test_unusable_transport_is_a_clear_error():
 
 
 @pytest.mark.parametrize("case_id, explicit, yml, env, expected, source",
-                         [c for c in CASES if c[4]["type"] != "kafka"], ids=[c[0] for c in CASES if c[4]["type"] != "kafka"])
+                         [c for c in CASES if c[4]["type"] != "kafka"],
+                         ids=[c[0] for c in CASES if c[4]["type"] != "kafka"])
 def test_valid_configurations_warn_about_nothing(tmp_path, monkeypatch, caplog, case_id, explicit, yml, env,
                                                  expected, source):
     if yml is not None:

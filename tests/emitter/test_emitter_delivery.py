@@ -5,13 +5,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from http_backend import Backend, free_port, order_violations
-from ol_schema import assert_valid_event
 
 from emitter.cli import replay_main
-from lineage_capture.demo import demo_records
 from emitter.emitter import Emitter
 from emitter.records import COMPLETE, START, Dataset, JobRef, JobType, RunRecord, RunRef
+from lineage_capture.demo import demo_records
+
+from http_backend import Backend, free_port, order_violations
+from ol_schema import assert_valid_event
 
 FAST_RETRY = {"transport.retry.total": "2", "transport.retry.connect": "2", "transport.retry.backoff_factor": "0.01"}
 T0 = datetime(2026, 11, 1, 3, 0, tzinfo=timezone.utc)
@@ -192,7 +193,8 @@ def test_flush_releases_held_terminals_deepest_first(tmp_path):
 def test_file_transport_writes_utf8_json_lines_that_read_back_exactly(tmp_path):
     out = tmp_path / "events.jsonl"
     emitter = Emitter.from_config({"transport.type": "file", "transport.location": str(out)})
-    names = ["Ventes.dbo.Clients_été", "売上.公開.注文", 'quote"and\\backslash', "tab\tnew\nline", "line\u2028separator"]
+    names = ["Ventes.dbo.Clients_été", "売上.公開.注文", 'quote"and\\backslash', "tab\tnew\nline",
+             "line\u2028separator"]
     for i, name in enumerate(names):
         emitter.emit(RunRecord(START, T0, JobRef("ns", f"job_{i}"), f"01900000-0000-7000-8000-{i:012d}",
                                JobType("QUERY", "SQLSERVER"), inputs=[Dataset("mssql://db:1433", name)]))

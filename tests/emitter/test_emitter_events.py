@@ -7,7 +7,6 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from ol_schema import assert_valid_event
 from openlineage.client.facet_v2 import (
     error_message_run,
     output_statistics_output_dataset,
@@ -15,11 +14,13 @@ from openlineage.client.facet_v2 import (
     sql_job,
 )
 
-from lineage_capture.demo import demo_records
 from emitter.events import PRODUCER
-from emitter.serialize import event_dict
 from emitter.records import COMPLETE, FAIL, START, Dataset, JobRef, JobType, RunRecord, RunRef
 from emitter.run_ids import new_run_id, stable_run_id
+from emitter.serialize import event_dict
+from lineage_capture.demo import demo_records
+
+from ol_schema import assert_valid_event
 
 T0 = datetime(2026, 11, 1, 3, 0, tzinfo=timezone.utc)
 APP = RunRef("01900000-0000-7000-8000-000000000001", JobRef("default", "my_app"))

@@ -1,10 +1,8 @@
 """Dataset/job naming: the JVM OpenLineage integration's forms (cases ported from its Java tests)."""
 from __future__ import annotations
 
-from paths import SHARED
 import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -19,6 +17,8 @@ from emitter.naming import (
     sqlserver_namespace,
     trim_partitions,
 )
+
+from paths import SHARED
 
 EXPECTED = SHARED / "openlineage-spark-expected" / "container"
 CWD = os.getcwd()

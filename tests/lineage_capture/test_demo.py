@@ -1,9 +1,9 @@
 """The demo (`./dev.sh demo`) writes what it shows: exact jobs, parents and datasets, all valid events."""
 from __future__ import annotations
 
-from ol_schema import assert_valid_event, read_events
-
 from lineage_capture.demo import main as demo
+
+from ol_schema import assert_valid_event, read_events
 
 
 def test_demo_without_spark_writes_the_emitter_and_harvester_runs(isolated_lineage_env, capsys):

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from ol_schema import assert_valid_event, read_events
 from test_runtime import run_captured
+
+from ol_schema import assert_valid_event, read_events
 
 EXPECTED = Path(__file__).resolve().parents[3] / "shared" / "openlineage-spark-expected" / "container"
 

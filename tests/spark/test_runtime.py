@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 import spark_plugin
-from ol_schema import assert_valid_event, read_events
 from spark_plugin import lifecycle, plan_lineage
+
+from ol_schema import assert_valid_event, read_events
 
 APP = "spark_plugin_tests"  # normalized "spark plugin tests", the fixture session's spark.app.name
 WRITE_JOB = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_orders"

@@ -7,13 +7,12 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from test_runtime import spooled_events
 
 from ol_schema import assert_valid_event, read_events
-from test_runtime import spooled_events
 
 VENV_BIN = Path(sys.executable).parent
 SPARK_SUBMIT = VENV_BIN / "spark-submit"
@@ -64,12 +63,15 @@ SCENARIOS = [
     ("stop", "stop", {**ON, **FILE, **PARENT}, 0,
      [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("COMPLETE", APP)], None),
     ("action_fails", "action_fails", {**ON, **FILE}, 1,
-     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FAILED_WRITE), ("RUNNING", FAILED_WRITE), ("FAIL", FAILED_WRITE),
+     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE),
+      ("START", FAILED_WRITE), ("RUNNING", FAILED_WRITE), ("FAIL", FAILED_WRITE),
       ("FAIL", APP)], "boom in a task"),
     ("app_raises", "raise", {**ON, **FILE}, 1,
-     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("FAIL", APP)], "ValueError: boom from the app"),
+     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("FAIL", APP)],
+     "ValueError: boom from the app"),
     ("sys_exit_3", "exit3", {**ON, **FILE}, 3,
-     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("FAIL", APP)], "the application exited with code 3"),
+     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("FAIL", APP)],
+     "the application exited with code 3"),
 ]
 
 

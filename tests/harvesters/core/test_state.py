@@ -9,7 +9,15 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from harvesters.core.state import (
-    Checkpoint, HarvestLock, LockBusy, StateError, Window, closing_clock, gap_exceeded, harvest_window, is_idle,
+    Checkpoint,
+    HarvestLock,
+    LockBusy,
+    StateError,
+    Window,
+    closing_clock,
+    gap_exceeded,
+    harvest_window,
+    is_idle,
 )
 
 NOW = datetime(2024, 5, 14, 12, 0, tzinfo=timezone.utc)

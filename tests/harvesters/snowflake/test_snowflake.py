@@ -6,17 +6,16 @@ against the OpenLineage schemas.
 """
 from __future__ import annotations
 
-from harvest_cli import brief, run_harvest
-from paths import TESTS
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from http_backend import free_port
 
 from emitter.run_ids import stable_run_id
 from harvesters.cli import main
+from harvesters.core.outcome import Skip
+from harvesters.core.tasks import Statement, task_job_name
 from harvesters.snowflake.history import (
     HistoryRow,
     LineageCache,
@@ -33,8 +32,10 @@ from harvesters.snowflake.history import (
     row_from_mapping,
     task_of,
 )
-from harvesters.core.outcome import Skip
-from harvesters.core.tasks import Statement, task_job_name
+
+from harvest_cli import brief, run_harvest
+from http_backend import free_port
+from paths import TESTS
 
 HERE = TESTS
 FIXTURES = HERE / "fixtures" / "snowflake"
@@ -268,8 +269,8 @@ def test_history_csv_exact_events(tmp_path, capsys):
     assert code == 0
     assert [brief(e) for e in events] == HISTORY_CSV_EVENTS
     summary = capsys.readouterr().err.strip().splitlines()[-1]
-    assert summary == ("harvest snowflake: 7 history rows read, 7 statements (5 with lineage), 8 runs emitted (16 events), "
-                       "0 unparsed, 0 unreadable; no state kept")
+    assert summary == ("harvest snowflake: 7 history rows read, 7 statements (5 with lineage), "
+                       "8 runs emitted (16 events), 0 unparsed, 0 unreadable; no state kept")
     queries = [e for e in events if e["job"]["facets"]["jobType"]["jobType"] == "QUERY"]
     assert {e["job"]["facets"]["jobType"]["integration"] for e in events} == {"SNOWFLAKE"}
     for event in queries:

@@ -6,14 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_snowflake import FIXTURES, GOOD, GOOD2, NS, harvest, history, row
 
 from harvesters.core import background
+from harvesters.core.outcome import Skip
 from harvesters.snowflake.history import (
-    DEFAULT_MAX_STATEMENT_CHARS, HistoryRow, LineageCache, prepare_row, read_history_files,
+    DEFAULT_MAX_STATEMENT_CHARS,
+    HistoryRow,
+    LineageCache,
+    prepare_row,
+    read_history_files,
     read_history_files_background,
 )
-from harvesters.core.outcome import Skip
-from test_snowflake import FIXTURES, GOOD, GOOD2, NS, harvest, history, row
 
 # input name -> files (made in tmp_path from fixtures or rows); each read both ways must give equal rows
 BAD_LINES = '{"QUERY_ID": "q0"}\n{not json\n\n["a list"]\n'
@@ -62,7 +66,8 @@ def test_rows_are_read_here_when_no_process_can_be_started(tmp_path, monkeypatch
 
     monkeypatch.setattr(background.subprocess, "Popen", no_process)
     paths = _inputs(tmp_path)["two overlapping windows"]
-    assert list(read_history_files_background(paths, NS)) == list(read_history_files(paths))  # the harvest prepares them
+    # the harvest prepares them
+    assert list(read_history_files_background(paths, NS)) == list(read_history_files(paths))
 
 
 def test_a_reading_error_is_an_oserror(tmp_path):

@@ -17,8 +17,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from harvesters.snowflake.live import SOURCES, connect_odbc, read_rows
 from harvesters.core.state import Window
+from harvesters.snowflake.live import SOURCES, connect_odbc, read_rows
+
 from harvest_cli import run_harvest
 
 DRIVER = "/usr/lib/x86_64-linux-gnu/odbc/libsqlite3odbc.so"

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-from paths import CASES, REPO
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,8 @@ from typing import Any
 import pytest
 
 from harvesters.sql.engine import TableLineage, table_lineage
+
+from paths import CASES, REPO
 
 ROOT = REPO
 SHARED_CASES = ROOT.parent / "shared" / "sql-lineage-cases" / "cases.jsonl"

@@ -10,12 +10,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from harvesters.core import background
-from harvesters.sqlserver.reading import EventReader, LineageCache, read_readings, read_readings_background
 from test_sqlserver_harvest import BAD_INPUT_CASES as HARVEST_BAD_INPUT
 from test_sqlserver_harvest import ERROR_CASES, harvest, sample_events, write_log
 from test_xevents import BAD_INPUT_CASES, SAMPLES
+
+from harvesters.core import background
+from harvesters.sqlserver.reading import EventReader, LineageCache, read_readings, read_readings_background
 
 SAMPLE_FILES = sorted(SAMPLES.glob("*.xml"))
 NS = "sqlserver://sqlprod01:1433"
@@ -74,7 +74,8 @@ def test_a_reading_error_is_an_oserror(tmp_path: Path) -> None:
 
 
 def test_a_reader_that_dies_midway_is_an_oserror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(background, "_CHILD_MAIN", "import sys, pickle; pickle.dump([], sys.stdout.buffer); sys.exit(3)")
+    monkeypatch.setattr(background, "_CHILD_MAIN",
+                        "import sys, pickle; pickle.dump([], sys.stdout.buffer); sys.exit(3)")
     with pytest.raises(OSError, match=r"ended unexpectedly \(exit code 3\)"):
         list(read_file_background(str(_many_events(tmp_path))))
 

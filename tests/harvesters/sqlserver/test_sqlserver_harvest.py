@@ -4,8 +4,6 @@ Events go to the file transport in tmp_path and are checked exactly and against 
 """
 from __future__ import annotations
 
-from harvest_cli import brief, run_harvest
-from paths import SHARED
 import json
 import re
 from datetime import datetime, timedelta, timezone
@@ -17,8 +15,11 @@ import pytest
 from harvesters.cli import main
 from harvesters.sql.cache import statement_shape
 from harvesters.sqlserver.reading import LineageCache
-from ol_schema import assert_valid_event
+
+from harvest_cli import brief, run_harvest
 from http_backend import free_port
+from ol_schema import assert_valid_event
+from paths import SHARED
 
 SAMPLES = SHARED / "xevents-samples"
 SERVER = "sqlprod01"
@@ -89,7 +90,8 @@ def harvest(tmp_path: Path, *args: str, out: str = "events.jsonl", conf: list[st
     # dynamic SQL in a literal: the literal decides the lineage, so the text is its own shape
     ("EXEC (N'INSERT INTO a SELECT * FROM b')", "EXEC (N'INSERT INTO a SELECT * FROM b')"),
     ("execute('DELETE FROM c WHERE id = 7')", "execute('DELETE FROM c WHERE id = 7')"),
-    ("EXEC sys.sp_executesql @stmt = N'INSERT INTO a SELECT 1'", "EXEC sys.sp_executesql @stmt = N'INSERT INTO a SELECT 1'"),
+    ("EXEC sys.sp_executesql @stmt = N'INSERT INTO a SELECT 1'",
+     "EXEC sys.sp_executesql @stmt = N'INSERT INTO a SELECT 1'"),
     ("exec sp_executesql N'EXEC (''DELETE FROM d'')'", "sp_executesql:EXEC ('DELETE FROM d')"),
     ("EXEC dbo.load_sales @day = '2024-05-01'", "EXEC dbo.load_sales @day = ?"),  # a procedure: literals are values
 ])

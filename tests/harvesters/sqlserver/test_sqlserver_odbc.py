@@ -15,9 +15,10 @@ import pytest
 
 pyodbc = pytest.importorskip("pyodbc")  # needs unixODBC's libodbc.so.2 (Debian: unixodbc)
 
+from test_sqlserver_harvest import SAMPLES, at, xe  # noqa: E402
+
 from harvesters.cli import main  # noqa: E402
 from harvesters.sqlserver.live import connection_string, server_from_connection_string  # noqa: E402
-from test_sqlserver_harvest import SAMPLES, at, xe  # noqa: E402
 
 DRIVER = "SQLite3"
 

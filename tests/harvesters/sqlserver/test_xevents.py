@@ -1,16 +1,16 @@
 """harvesters.sqlserver.xevents: the three input shapes, bad input, resume offsets, bounded pieces."""
 from __future__ import annotations
 
-from paths import SHARED
 import codecs
 import io
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 
 from harvesters.sqlserver import xevents
 from harvesters.sqlserver.xevents import Unreadable, XEvent, parse_event, parse_time, read_events, read_file
+
+from paths import SHARED
 
 SAMPLES = SHARED / "xevents-samples"
 
@@ -71,8 +71,9 @@ def test_samples(name, expected):
         ev = item.value
         assert isinstance(ev, XEvent), ev
         sql = ev.data.get("statement") or ev.data.get("batch_text") or ""
-        got.append((ev.name, ev.timestamp.isoformat(timespec="milliseconds"), ev.actions["session_id"], ev.actions["database_name"],
-                    ev.actions["client_app_name"], sql[:len(next(e[5] for e in expected if e[0] == ev.name))]))
+        got.append((ev.name, ev.timestamp.isoformat(timespec="milliseconds"), ev.actions["session_id"],
+                    ev.actions["database_name"], ev.actions["client_app_name"],
+                    sql[:len(next(e[5] for e in expected if e[0] == ev.name))]))
     assert got == expected
     assert items[-1].resume_offset == (SAMPLES / name).stat().st_size
 

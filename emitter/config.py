@@ -220,7 +220,8 @@ def load_config(overrides: Mapping[str, Any] | None = None) -> EmitterConfig:
     merged = _deep_merge(_deep_merge(env_config, yaml_config), explicit)
 
     disabled = _truthy(os.environ.get("OPENLINEAGE_DISABLED", "")) or _truthy(merged.get("disabled", ""))
-    spool = merged.get("spool") if isinstance(merged.get("spool"), Mapping) else {}
+    spool_section = merged.get("spool")
+    spool: Mapping[str, Any] = spool_section if isinstance(spool_section, Mapping) else {}
     spool_dir = Path(spool.get("dir") or state_dir() / "spool")
     spool_max = int(spool.get("maxBytes", 256 * 1024 * 1024))
 
@@ -231,6 +232,7 @@ def load_config(overrides: Mapping[str, Any] | None = None) -> EmitterConfig:
     ])
     if transport and transport.get("type"):
         transport = pythonize_transport(transport)
+        assert source is not None  # _layer_transports names the layer of every transport it returns
     else:
         events_file = state_dir() / DEFAULT_EVENTS_FILE
         transport = {"type": "file", "log_file_path": str(events_file), "append": True}

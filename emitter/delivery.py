@@ -365,11 +365,11 @@ class Delivery:
                     seq = heapq.heappop(self._ready)
                     node = self._nodes[seq]
                     self._in_flight += 1
-                error = self._attempt(transport, node.event)
+                failure = self._attempt(transport, node.event)
                 with self._cv:
                     self._in_flight -= 1
                     try:
-                        self._settle(node.event, error)
+                        self._settle(node.event, failure)
                     except Exception as bug:  # noqa: BLE001 - a bug costs this event, never the others
                         self.counts.dropped += 1
                         self._log_once("settle", f"lineage delivery failed ({type(bug).__name__}: {bug})")

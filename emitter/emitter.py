@@ -20,9 +20,9 @@ from typing import Any
 
 from emitter.config import EmitterConfig, load_config
 from emitter.delivery import Counts, Delivery
-from emitter.serialize import event_dict
 from emitter.records import START, RunRecord
 from emitter.redact import redact
+from emitter.serialize import event_dict
 from emitter.spool import Spool, describe_destination
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,7 @@ class Emitter:
             self._open_children.pop(record.run_id, None)
             parent = self._parent_of.pop(record.run_id, None)
             siblings = self._open_children.get(parent) if parent is not None else None
-            if siblings is not None:
+            if parent is not None and siblings is not None:  # siblings is None when parent is
                 siblings.discard(record.run_id)
                 if not siblings:
                     del self._open_children[parent]

@@ -49,7 +49,8 @@ class _PostImportFinder:
         finally:
             self._searching = False
         if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _PatchingLoader(spec.loader, self)
+            # duck-typed like any loader (typeshed wants an importlib.abc.Loader subclass)
+            spec.loader = _PatchingLoader(spec.loader, self)  # type: ignore[assignment]
         return spec
 
 

@@ -81,7 +81,7 @@ class _Builder:
     def _sql(self, tree: PlanNode) -> str | None:
         try:
             return str(self._object(tree.path).sql())
-        except Exception:  # an expression without SQL form: no description
+        except Exception:  # noqa: BLE001 - an expression without SQL form: no description
             return None
 
     def _sqls(self, trees: list[PlanNode]) -> str | None:
@@ -128,7 +128,7 @@ class _Builder:
                 sql = self._sql(condition)
                 try:
                     kind = str(self._object(node.path).joinType().sql())
-                except Exception:
+                except Exception:  # noqa: BLE001 - a join type without SQL form: no description
                     kind = None
                 description = f"{kind} JOIN ON {sql}" if sql and kind else None
                 self.indirect.append((_references(condition), ("INDIRECT", "JOIN", description)))
@@ -212,8 +212,8 @@ def build(jroot: Any, root: PlanNode, leaves: Mapping[ExprId, tuple[str, str, st
     fields = {}
     for name, target in zip(field_names, _output(query)):
         per_input: dict[tuple, list[Transformation]] = {}
-        for field, transformation in builder.sources(target).items():
-            per_input.setdefault(field, []).append(transformation or ("DIRECT", "IDENTITY", None))
+        for field, direct in builder.sources(target).items():
+            per_input.setdefault(field, []).append(direct or ("DIRECT", "IDENTITY", None))
         for field, transformation in indirect:
             if transformation not in per_input.setdefault(field, []):
                 per_input[field].append(transformation)

@@ -56,18 +56,19 @@ def install() -> None:
     if _state["originals"] is not None:
         return
     original_exit = sys.exit
-    _state["originals"] = {"sys.exit": original_exit, "exit": getattr(builtins, "exit", None),
-                           "quit": getattr(builtins, "quit", None)}
+    originals: dict[str, Any] = {"sys.exit": original_exit, "exit": getattr(builtins, "exit", None),
+                                 "quit": getattr(builtins, "quit", None)}
+    _state["originals"] = originals
 
     def exit(status: object = None) -> None:  # noqa: A001 - same name as what it wraps
         _note(status)
-        original_exit(status)
+        original_exit(status)  # type: ignore[arg-type]  # sys.exit takes any object (typeshed: str | int | None)
 
     exit.__doc__ = original_exit.__doc__
-    sys.exit = exit
+    sys.exit = exit  # type: ignore[assignment]  # a wrapper, passing any status through like sys.exit
     for name in ("exit", "quit"):
-        if _state["originals"][name] is not None:
-            setattr(builtins, name, _RecordingQuitter(_state["originals"][name]))
+        if originals[name] is not None:
+            setattr(builtins, name, _RecordingQuitter(originals[name]))
 
 
 def uninstall() -> None:

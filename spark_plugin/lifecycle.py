@@ -181,13 +181,13 @@ class Application:
         from openlineage.client.facet_v2 import input_statistics_input_dataset as input_stats
         from openlineage.client.facet_v2 import output_statistics_output_dataset as output_stats
 
-        from spark_plugin.plan_context import path_raw
+        from spark_plugin.plan_context import RawDataset, path_raw
         from spark_plugin.plan_inputs import _rdd_input_dirs
         from spark_plugin.plan_lineage import _FacetBuilder
 
         base = action.base.rdd() if hasattr(action.base, "rdd") else action.base
         facets = _FacetBuilder(self.spark_conf)
-        inputs = {}
+        inputs: dict[tuple[str, str], RawDataset] = {}
         for directory in _rdd_input_dirs(base):
             raw = path_raw(directory)
             inputs.setdefault((raw.namespace, raw.name), raw)
@@ -198,7 +198,7 @@ class Application:
         common: dict[str, Any] = dict(job=job, run_id=new_run_id(action.start), parent=self.run,
                                       root=self.action_root, job_type=RDD_JOB_TYPE, job_facets=self.job_facets)
         start_inputs = tuple(facets.dataset(raw) for raw in inputs.values())
-        start_outputs = (facets.dataset(output),) if output else ()
+        start_outputs: tuple[Dataset, ...] = (facets.dataset(output),) if output else ()
         records = [RunRecord(START, action.start, inputs=start_inputs, outputs=start_outputs,
                              run_facets=self.facets, **common)]
         if output is None and action.error is None:
@@ -210,11 +210,10 @@ class Application:
                                   io_facets={"inputStatistics": input_stats.InputStatisticsInputDatasetFacet(
                                       rowCount=stats["inputRecords"], size=stats["inputBytes"])}),)
         if start_outputs and facets.enabled("outputStatistics"):
-            end_outputs = (Dataset(output_ds.namespace, output_ds.name, facets=output_ds.facets,
-                                   io_facets={"outputStatistics": output_stats.OutputStatisticsOutputDatasetFacet(
-                                       rowCount=stats["outputRecords"], size=stats["outputBytes"])})
-                           for output_ds in start_outputs)
-            end_outputs = tuple(end_outputs)
+            end_outputs = tuple(Dataset(output_ds.namespace, output_ds.name, facets=output_ds.facets,
+                                        io_facets={"outputStatistics": output_stats.OutputStatisticsOutputDatasetFacet(
+                                            rowCount=stats["outputRecords"], size=stats["outputBytes"])})
+                                for output_ds in start_outputs)
         end_facets = dict(self.facets)
         if action.error is not None:
             java = getattr(action.error, "java_exception", None)
@@ -248,7 +247,8 @@ class Application:
             if lineage is None:
                 tracked.ignored = True
                 continue
-            tracked.run_id, tracked.job_suffix, tracked.lineage = new_run_id(tracked.submitted), lineage.job_suffix, lineage
+            tracked.run_id, tracked.job_suffix, tracked.lineage = (
+                new_run_id(tracked.submitted), lineage.job_suffix, lineage)
             records.append(self._action_record(START, tracked.submitted, lineage, tracked.run_id, io_facets=False))
         now = datetime.now(timezone.utc)
         for tracked in progressed:
@@ -334,7 +334,6 @@ class Application:
         if self._emitter is not None:
             return self._emitter.spool
         from emitter.config import load_config
-
         from spark_plugin.exit_spool import make_spool
 
         return make_spool(load_config(self.config.emitter_overrides))
@@ -479,8 +478,10 @@ class Application:
     def _unregister(self) -> None:
         if self.context_stopped or self.sc._jsc is None:
             return
+        proxy = self._proxy
         for jsession in self._sessions:
-            self.guard.call("unregister", self._proxy.call, jsession.listenerManager(), "unregister")
+            assert proxy is not None  # set before the first session was registered
+            self.guard.call("unregister", proxy.call, jsession.listenerManager(), "unregister")
         self._sessions.clear()
 
 

@@ -93,7 +93,7 @@ def v2_relation_raws(ctx: PlanContext, jrel: Any, schema: Schema | None, **kwarg
         return [RawDataset(namespace, name, schema, **kwargs)]
     try:
         root_paths = table.fileIndex().rootPaths().mkString("\n")
-    except Exception:
+    except Exception:  # noqa: BLE001 - a relation without a file index: no root paths
         root_paths = None
     if root_paths is not None:
         return [attrs.evolve(r, **kwargs) for r in _file_raws(ctx, root_paths, schema)]
@@ -117,7 +117,8 @@ _HADOOP_INPUT_DIR = "mapreduce.input.fileinputformat.inputdir"
 
 def _rdd_lineage(rdd: Any) -> Iterator[Any]:
     """``rdd`` and every RDD it depends on, each once, at most MAX_WALKED_NODES of them."""
-    stack, seen = [rdd], set()
+    stack: list[Any] = [rdd]
+    seen: set[Any] = set()
     while stack and len(seen) < MAX_WALKED_NODES:
         current = stack.pop()
         if current.id() in seen:

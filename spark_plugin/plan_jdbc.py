@@ -26,7 +26,7 @@ def _sql_tables(sql: str, dialect: str) -> list[str]:
 
     try:
         return list(table_lineage(sql, dialect).inputs)
-    except Exception as exc:  # a query outside the parser's grammar: no datasets rather than none at all
+    except Exception as exc:  # noqa: BLE001 - a query outside the parser's grammar: no datasets rather than none at all
         log.debug("cannot parse JDBC query: %s", exc)
         return []
 
@@ -43,7 +43,8 @@ def _trace(name: str, tree: Any, dialect: str | None) -> list[Any]:
 
     for column in (name, exp.column(name, quoted=True)):
         try:
-            return list(lineage(column, tree, None, dialect=dialect).walk())
+            # sqlglot's overloads want a schema; None (no schema) is what it defaults to
+            return list(lineage(column, tree, None, dialect=dialect).walk())  # type: ignore[call-overload]
         except SqlglotError:
             continue
     return []
@@ -75,16 +76,18 @@ def _column_lineage_schemas(sql: str, dialect: str, schema: Schema | None, table
                 table = by_name.get(".".join(p.name for p in node.source.parts).lower())
                 column = parse_one(node.name, into=exp.Column, dialect=read).name
                 if table is not None and column:
-                    nested = {"fields": field.fields} if field.fields else {}
+                    nested: dict[str, Any] = {"fields": field.fields} if field.fields else {}
                     columns.setdefault(table, []).append(schema_dataset.SchemaDatasetFacetFields(
                         name=spelling.get(column.lower(), column), type=field.type, **nested))
-    except Exception as exc:  # a query sqlglot cannot trace: no per-table schemas, as the JVM without lineage
+    except Exception as exc:  # noqa: BLE001 - a query sqlglot cannot trace: no per-table schemas, as the JVM without lineage
         log.debug("cannot trace the columns of a JDBC query: %s", exc)
         return {}
     return {table: Schema(fields=fields) for table, fields in columns.items()}
 
 
-def jdbc_raws(ctx: PlanContext, url: str, table: str | None, query: str | None, schema: Schema | None) -> list[RawDataset]:
+def jdbc_raws(
+    ctx: PlanContext, url: str, table: str | None, query: str | None, schema: Schema | None
+) -> list[RawDataset]:
     """JDBC datasets: ``dbtable`` as is; a ``query`` or subquery ``dbtable`` parsed as SQL (the JVM's
     ``JdbcSparkUtils``): one table gets the relation's schema, several tables each the columns the
     relation's fields are computed from (:func:`_column_lineage_schemas`)."""

@@ -15,14 +15,14 @@ from typing import Any
 
 import attr
 import attrs
-from openlineage.client.facet_v2 import RunFacet
-from py4j.protocol import Py4JJavaError
 from openlineage.client.facet_v2 import (
+    RunFacet,
     datasource_dataset,
     lifecycle_state_change_dataset,
     output_statistics_output_dataset,
     symlinks_dataset,
 )
+from py4j.protocol import Py4JJavaError
 
 from emitter import naming
 from emitter.records import Dataset
@@ -297,7 +297,7 @@ def _sql_text(qe: Any, root: PlanNode) -> str | None:
         if text.isEmpty() and "query" in root.fields:
             text = logical.query().origin().sqlText()
         return text.get() if text.isDefined() else None
-    except Exception:  # Spark without origins (< 3.4), or a command without a query accessor
+    except Exception:  # noqa: BLE001 - Spark without origins (< 3.4), or a command without a query accessor
         return None
 
 
@@ -311,7 +311,7 @@ def _output_statistics(qe: Any) -> dict[str, int] | None:
             if value.isDefined():
                 stats[field] = int(value.get().value())
         return stats or None
-    except Exception:
+    except Exception:  # noqa: BLE001 - metrics this Spark does not have: no statistics
         return None
 
 
@@ -347,7 +347,8 @@ class _FacetBuilder:
             return name
         return name[: m.start("remove")] + name[m.end("remove") :]
 
-    def dataset(self, raw: RawDataset, stats: dict[str, int] | None = None) -> Dataset:
+    # stats: keyword arguments of OutputStatisticsOutputDatasetFacet (rowCount, size, ...)
+    def dataset(self, raw: RawDataset, stats: dict[str, Any] | None = None) -> Dataset:
         facets: dict[str, Any] = {}
         if self.enabled("dataSource"):
             facets["dataSource"] = datasource_dataset.DatasourceDatasetFacet(name=raw.namespace, uri=raw.namespace)

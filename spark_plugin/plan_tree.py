@@ -151,9 +151,8 @@ def field_facet(field: Mapping[str, Any]) -> schema_dataset.SchemaDatasetFacetFi
 
 def struct_schema(struct: Mapping[str, Any] | str | None) -> schema_dataset.SchemaDatasetFacet | None:
     """A StructType (JSON string or parsed) as a schema facet; None when it has no fields."""
-    if isinstance(struct, str):
-        struct = json.loads(struct)
-    fields = [field_facet(f) for f in (struct or {}).get("fields", [])]
+    parsed: Mapping[str, Any] | None = json.loads(struct) if isinstance(struct, str) else struct
+    fields = [field_facet(f) for f in (parsed or {}).get("fields", [])]
     return schema_dataset.SchemaDatasetFacet(fields=fields) if fields else None
 
 

@@ -56,7 +56,7 @@ def install(find_app: Any) -> None:
     try:
         from pyspark.core.context import SparkContext
     except ImportError:  # PySpark 3.x
-        from pyspark.context import SparkContext
+        from pyspark.context import SparkContext  # type: ignore[no-redef]  # the same class, older module
 
     def layers_collect(rdd: Any, args: tuple, kwargs: dict) -> tuple[Any, tuple[str, ...], str | None]:
         return _python_base(rdd) + (None,)

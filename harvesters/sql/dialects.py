@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 from sqlglot import exp
@@ -91,7 +91,7 @@ class DialectRules:
 
 _GO = re.compile(r"^[ \t]*GO(?:[ \t]+\d+)?[ \t\r]*(?:--[^\n]*)?$", re.IGNORECASE | re.MULTILINE)
 
-_TSQL = dict(
+_TSQL: dict[str, Any] = dict(
     sqlglot="tsql",
     empty_schema="dbo",
     implicit_schema="dbo",

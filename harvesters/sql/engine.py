@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import attrs
 from sqlglot import exp
@@ -351,7 +352,7 @@ class _Analyzer:
         self,
         kind: str | None,
         scopes: Iterable[exp.Expr | None],
-        writes: Iterable[tuple[exp.Table | _Name | None, str]] = (),
+        writes: Iterable[tuple[exp.Expr | _Name | None, str]] = (),
         skip: Iterable[exp.Expr | None] = (),
     ) -> None:
         """Record a statement of type `kind`: every table under `scopes` except `skip` is read, then
@@ -375,7 +376,7 @@ class _Analyzer:
         into = next(node.find_all(exp.Into), None)
         writes: list[tuple[exp.Table | _Name | None, str]] = []
         target = into.this if into is not None else None
-        if isinstance(target, exp.Table):
+        if into is not None and isinstance(target, exp.Table):
             name = self._name(target)
             if name and into.args.get("temporary") and not name.temp:
                 name = self._as_temp(name)
@@ -688,35 +689,47 @@ class _Analyzer:
         temp = key in self.temp_keys or written.casefold() in self.temp_keys
         return _Name(display, key, written, temp)
 
-    def _ident(self, identifier: exp.Identifier) -> str:
+    def _ident(self, identifier: exp.Expr) -> str:
         text = identifier.name
         if identifier.args.get("quoted") or self.rules.case == "as_written":
             return text
         return text.upper() if self.rules.case == "upper" else text.lower()
 
     def _qualify(self, parts: list[str]) -> list[str]:
-        if len(parts) >= 3 and parts[-2] == "":  # db..t
-            parts = [*parts[:-2], self.rules.empty_schema or self.schema or "", parts[-1]]
-        if len(parts) == 1:
-            schema = self.schema or (self.rules.implicit_schema if self.database else None)
-            if schema:
-                parts = [schema, *parts]
-        if len(parts) == 2 and self.database:
-            parts = [self.database, *parts]
-        return parts
+        return qualified_parts(parts, self.rules, self.database, self.schema)
 
     def _default(self, value: str | None) -> str | None:
-        """A default database/schema, read like an identifier of the dialect (quotes keep it exact)."""
-        if not value or not value.strip():
-            return None
-        value = value.strip()
-        stripped = _strip_quotes(value)
-        if stripped != value or self.rules.case == "as_written":
-            return stripped
-        return value.upper() if self.rules.case == "upper" else value.lower()
+        return default_identifier(value, self.rules)
 
 
-_HANDLERS: dict[type[exp.Expr], Callable[[_Analyzer, exp.Expr], None]] = {
+def qualified_parts(parts: list[str], rules: DialectRules, database: str | None, schema: str | None) -> list[str]:
+    """A table name's parts with the defaults filled in as the dialect reads them (``db..t``: the dialect's empty
+    schema; a bare name: the default schema, or the implicit one when only the database is known). Shared with
+    :mod:`harvesters.sql.columns`, so column lineage names tables exactly as table lineage does."""
+    if len(parts) >= 3 and parts[-2] == "":  # db..t
+        parts = [*parts[:-2], rules.empty_schema or schema or "", parts[-1]]
+    if len(parts) == 1:
+        implicit = schema or (rules.implicit_schema if database else None)
+        if implicit:
+            parts = [implicit, *parts]
+    if len(parts) == 2 and database:
+        parts = [database, *parts]
+    return parts
+
+
+def default_identifier(value: str | None, rules: DialectRules) -> str | None:
+    """A default database/schema, read like an identifier of the dialect (quotes keep it exact)."""
+    if not value or not value.strip():
+        return None
+    value = value.strip()
+    stripped = _strip_quotes(value)
+    if stripped != value or rules.case == "as_written":
+        return stripped
+    return value.upper() if rules.case == "upper" else value.lower()
+
+
+# each handler takes the node type it is registered for (hence Any: a dict cannot tie key and value types)
+_HANDLERS: dict[type[exp.Expr], Callable[[_Analyzer, Any], None]] = {
     exp.Select: _Analyzer._query,
     exp.SetOperation: _Analyzer._query,
     exp.Subquery: _Analyzer._query,
@@ -739,7 +752,7 @@ _HANDLERS: dict[type[exp.Expr], Callable[[_Analyzer, exp.Expr], None]] = {
     exp.WhileBlock: _Analyzer._block,
     exp.Block: _Analyzer._block,
     exp.Command: _Analyzer._command,
-}  # type: ignore[dict-item]
+}
 
 
 def _read_tables(scope: exp.Expr, skipped: set[int], cte_self_recursive: bool) -> Iterator[exp.Table]:
@@ -794,7 +807,11 @@ def _source_tables(*roots: exp.Expr | None) -> list[exp.Table]:
     for root in roots:
         if root is None:
             continue
-        for node in root.walk(prune=lambda n: isinstance(n, (exp.Subquery, exp.Query)) and n is not root):
+
+        def nested(n: exp.Expr, root: exp.Expr = root) -> bool:  # root bound: one per loop iteration
+            return isinstance(n, (exp.Subquery, exp.Query)) and n is not root
+
+        for node in root.walk(prune=nested):
             if isinstance(node, exp.Table):
                 found.append(node)
     return found

@@ -30,17 +30,17 @@ import sys
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Generator, Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
-from harvesters.core.outcome import HarvestCounts, Skip
-from harvesters.sql.cache import NO_LINEAGE, reason_of
-from harvesters.sql.cache import LineageCache as BoundedLineageCache
 from harvesters.core.background import read_in_background, send_items
 from harvesters.core.column_facets import output_facets
+from harvesters.core.outcome import HarvestCounts, Skip
 from harvesters.core.state import Window
 from harvesters.core.tasks import Statement, TaskGrouper, find_parent_ids, is_run_marker, parse_parent_ids
+from harvesters.sql.cache import NO_LINEAGE, reason_of
+from harvesters.sql.cache import LineageCache as BoundedLineageCache
 from harvesters.sql.prepared import prepared_call
 from harvesters.sqlserver.xevents import (
     DEFAULT_MAX_EVENT_BYTES,
@@ -217,8 +217,9 @@ class EventReader:
             found, unparsed = NO_LINEAGE, f"statement longer than {self.max_statement_chars} characters"
         else:
             found = self.lineage.lineage(sql, database)
-            if found.error:
-                found, unparsed = NO_LINEAGE, reason_of(found.error)
+            parse_error = found.error
+            if parse_error:
+                found, unparsed = NO_LINEAGE, reason_of(parse_error)
         app = actions.get("client_app_name", "")
         parent_id, root_parent_id = find_parent_ids(app, sql)
         duration = _int(data.get("duration")) or 0
@@ -446,7 +447,7 @@ def _pack_statement(statement: Statement) -> tuple[Any, ...]:
 
 
 def _pack_item(item: Item) -> tuple[Any, ...]:
-    value = item.value
+    value = cast("Reading | Unreadable", item.value)  # the items a reading process made
     if isinstance(value, Unreadable):
         return value.reason, value.offset, item.resume_offset
     result = value.result

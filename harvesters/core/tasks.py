@@ -321,8 +321,23 @@ def _parse_ref(parent_id: str | None) -> RunRef | None:
         return None
 
 
+class _OneRef:
+    """``ref``: this run as the parent of its children, one object for all their records (the emitter's
+    per-parent caches then match by identity). The class declares ``job``, ``run_id`` and ``_ref``."""
+
+    job: JobRef
+    run_id: str
+    _ref: RunRef | None
+
+    @property
+    def ref(self) -> RunRef:
+        if self._ref is None:
+            self._ref = RunRef(self.run_id, self.job)
+        return self._ref
+
+
 @attrs.define
-class _ModuleRun:
+class _ModuleRun(_OneRef):
     job: JobRef
     run_id: str
     start: datetime
@@ -334,16 +349,9 @@ class _ModuleRun:
     job_facets: Mapping[str, Any] = attrs.field(factory=dict)
     _ref: RunRef | None = attrs.field(default=None, init=False, repr=False, eq=False)
 
-    @property
-    def ref(self) -> RunRef:
-        """This run as the parent of its statements and callees (one object, as :attr:`TaskRun.ref`)."""
-        if self._ref is None:
-            self._ref = RunRef(self.run_id, self.job)
-        return self._ref
-
 
 @attrs.define
-class TaskRun:
+class TaskRun(_OneRef):
     """An open task run: what is needed to continue it and to complete it."""
 
     job: JobRef
@@ -362,13 +370,6 @@ class TaskRun:
     children: int = 0
     started: bool = False  # START emitted: deferred to the first statement with lineage
     _ref: RunRef | None = attrs.field(default=None, init=False, repr=False, eq=False)
-
-    @property
-    def ref(self) -> RunRef:
-        # one object for all the children's records: the emitter's per-parent caches then match by identity
-        if self._ref is None:
-            self._ref = RunRef(self.run_id, self.job)
-        return self._ref
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form for the harvest state."""

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import pytest
-
-from lineage_graph import derive, query
-
 from graph_events import event as E
 from graph_events import rid
+
+from lineage_graph import derive, query
 
 
 def current(conn) -> dict:

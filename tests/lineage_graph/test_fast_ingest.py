@@ -7,15 +7,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from graph_events import event as E
+from graph_events import rid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lineage_graph import background, ingest
 from lineage_graph.cli import main
 from lineage_graph.store import connect
-
-from graph_events import event as E
-from graph_events import rid
 
 # values that are right, wrong in type, empty or absent, for every field the graph reads
 _TEXT = st.sampled_from(["ns", "db", "a.b", "/data/t/dt=2024-01-01", "Sales.dbo.#tmp", "x=1/y=2", ""])

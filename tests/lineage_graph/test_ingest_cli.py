@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from graph_events import event as E
 
 from lineage_graph.cli import main
-
-from graph_events import event as E
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"
 FIXTURES = sorted((SHARED / "openlineage-spark-expected" / "container").glob("*.json"))
@@ -99,7 +98,8 @@ def test_job_and_dataset_events_ignored(tmp_path, capsys):
 
 def test_jvm_fixtures_as_they_are(tmp_path, capsys):
     """The expected-event fixtures of the JVM Spark integration are partial matchers: none carries eventTime or
-    run.runId. Ingested as they are (one pretty-printed JSON document per file), each is reported, none crashes (two without run and eventType have
+    run.runId. Ingested as they are (one pretty-printed JSON document per file), each is reported, none crashes
+    (two without run and eventType have
     the shape of a JobEvent and are counted as ignored)."""
     code, rep = ingest_json(capsys, *FIXTURES)
     assert len(FIXTURES) == 109
@@ -125,7 +125,8 @@ def test_jvm_fixtures_completed_envelope_build_the_graph(tmp_path, capsys):
     code, rep = ingest_json(capsys, f)
     bad = {b.split(": ", 1)[1] for b in rep["bad"]}
     # what remains are fixtures that leave out the job or a dataset namespace (matched elsewhere in their tests)
-    assert bad == {"job.name must be a non-empty string", "job is missing", "inputs[0].namespace must be a non-empty string"}
+    assert bad == {"job.name must be a non-empty string", "job is missing",
+                   "inputs[0].namespace must be a non-empty string"}
     assert rep["new_events"] == 109 - rep["bad_count"] and rep["new_events"] >= 60
     code, out, _ = cli(capsys, "graph", "show", "--json")
     jobs = {j["key"]: j for j in json.loads(out)["jobs"]}

@@ -3,10 +3,9 @@ for every drawn node. The same graphs are loaded in Chromium by test_page_browse
 from __future__ import annotations
 
 import pytest
+from graph_events import event as E
 
 from lineage_graph.html import graph_data
-
-from graph_events import event as E
 
 # (events, {node key: (kind, level)}, edges as (source key, target key))
 PAGE_GRAPHS = [

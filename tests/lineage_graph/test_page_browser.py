@@ -8,11 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
+from graph_events import event as E
 
 from lineage_graph.cli import main
 from lineage_graph.server import make_server
-
-from graph_events import event as E
 
 webdriver = pytest.importorskip("selenium.webdriver")
 
@@ -139,9 +138,9 @@ def test_offline_page_and_live_server(tmp_path, isolated_lineage_env, browser, c
 def test_every_graph_shape_loads_in_both_layouts(tmp_path, db, browser, monkeypatch, layout_max, layout):
     # the graphs of test_page.py (groups with edges of their own, self loops, isolated nodes, cycles), each drawn
     # by dagre (small pages) and by the positions computed in Python (large pages)
-    from lineage_graph import html
-
     from test_page import PAGE_GRAPHS
+
+    from lineage_graph import html
 
     monkeypatch.setattr(html, "DAGRE_MAX_NODES", layout_max)
     for case in PAGE_GRAPHS:

@@ -8,10 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from graph_events import event as E
 
 from lineage_graph.cli import build_parser
-
-from graph_events import event as E
 
 HEAVY = ("attrs", "lineage_graph.ingest", "lineage_graph.derive", "hashlib", "subprocess")
 PROBE = ("import json, sys; from lineage_graph.cli import main; code = main(sys.argv[1:]); "

@@ -1,4 +1,5 @@
-"""`graph serve` over real HTTP on 127.0.0.1: POST /api/v1/lineage (plain, gzip, API key, 400s), GET / and /api/graph."""
+"""`graph serve` over real HTTP on 127.0.0.1: POST /api/v1/lineage (plain, gzip, API key, 400s), GET / and
+/api/graph."""
 from __future__ import annotations
 
 import gzip
@@ -7,10 +8,9 @@ import json
 import threading
 
 import pytest
+from graph_events import event as E
 
 from lineage_graph.server import make_server
-
-from graph_events import event as E
 
 
 @pytest.fixture

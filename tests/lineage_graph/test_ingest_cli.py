@@ -107,7 +107,7 @@ def test_jvm_fixtures_as_they_are(tmp_path, capsys):
     reasons = [b.split(": ", 1)[1] for b in rep["bad"]]
     assert {r: reasons.count(r) for r in set(reasons)} == \
         {"run is missing": 73, "run.runId is missing": 31, "job is missing": 3}
-    assert rep["bad"][0] == f"{FIXTURES[0]}:1: run.runId is missing"
+    assert rep["bad"][0] == f"{FIXTURES[0].resolve()}:1: run.runId is missing"  # files are named by their real path
 
 
 def test_jvm_fixtures_completed_envelope_build_the_graph(tmp_path, capsys):

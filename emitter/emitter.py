@@ -57,7 +57,7 @@ class Emitter:
     """Builds, redacts, orders and delivers events; see the module docstring."""
 
     def __init__(self, config: EmitterConfig, transport: Any | None = None, retry_after: float = 30.0,
-                 in_flight: int | None = None) -> None:
+                 in_flight: int | None = None, announce_file: bool = True) -> None:
         self.config = config
         # One spool per destination (recorded with it): `emitter replay` sends its events where they were going.
         self.spool = Spool(config.spool_dir, config.spool_max_bytes, describe_destination(config.transport))
@@ -74,7 +74,7 @@ class Emitter:
             from emitter.transport import create_transport, parallel_plan
 
             transport_config, width = parallel_plan(config.transport, in_flight)
-            self._transport = create_transport(transport_config)
+            self._transport = create_transport(transport_config, announce_file=announce_file)
             if width > 1:
                 def make() -> Any:
                     return create_transport(transport_config, announce=False)

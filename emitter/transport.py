@@ -173,8 +173,12 @@ def _no_read_retries(transport: Mapping[str, Any]) -> dict[str, Any]:
     return {**transport, "retry": retry}
 
 
-def create_transport(transport: Mapping[str, Any] | None, announce: bool = True) -> Any:
-    """Build the transport; raises ValueError with a readable message when the configuration is unusable."""
+def create_transport(transport: Mapping[str, Any] | None, announce: bool = True,
+                     announce_file: bool = True) -> Any:
+    """Build the transport; raises ValueError with a readable message when the configuration is unusable.
+
+    ``announce`` reports unknown keys and prints a file transport's path once per process; ``announce_file=False``
+    keeps the path quiet (a host that must print nothing, e.g. a Spark driver with a configured file)."""
     if not transport or not transport.get("type"):
         raise ValueError("no OpenLineage transport type configured")
     if announce:
@@ -189,7 +193,7 @@ def create_transport(transport: Mapping[str, Any] | None, announce: bool = True)
 
         raise ValueError(f"cannot build the {transport.get('type')!r} OpenLineage transport: "
                          f"{redact(str(error))}") from None
-    if transport.get("type") == "file" and announce:
+    if transport.get("type") == "file" and announce and announce_file:
         _announce_file(str(transport.get("log_file_path")))
     return built
 

@@ -8,8 +8,8 @@ it appears formatted like Spark's lines, obeys ``sc.setLogLevel`` and the applic
 When the host did configure Python logging, records propagate to its handlers as usual and nothing else is
 written. Without a reachable JVM (it stopped) a record falls back to one stderr line.
 
-The emitter's file transport announces its file on stderr once per process; the plugin marks the file as
-announced when the transport was configured (:func:`quiet_file_announcement`), so a configured run prints
+The emitter's file transport announces its file on stderr once per process; the plugin builds its emitter with
+``announce_file=False`` when the transport was configured (:func:`configured_file`), so a configured run prints
 nothing.
 """
 from __future__ import annotations
@@ -78,19 +78,8 @@ def uninstall() -> None:
     _state["handler"] = None
 
 
-def quiet_file_announcement(transport: Mapping[str, Any] | None, source: str) -> None:
-    """Mark a configured file transport's path as announced, so the emitter prints nothing about it.
-
-    Only when the transport was configured (``source`` is not the embedded default): then the user knows
-    where events go. Uses the emitter's per-process announcement memo when it has one."""
-    if not transport or str(transport.get("type", "")).lower() != "file" or source == "embedded default":
-        return
-    try:
-        from emitter import transport as emitter_transport
-
-        announced = getattr(emitter_transport, "_announced_files", None)
-        path = transport.get("log_file_path")
-        if isinstance(announced, set) and path:
-            announced.add(str(path))
-    except Exception:  # noqa: BLE001 - an emitter without the memo: it may print its line, nothing worse
-        pass
+def configured_file(transport: Mapping[str, Any] | None, source: str) -> bool:
+    """Whether events go to a file transport the user configured (not the embedded default): its path needs no
+    announcement, the user knows where events go."""
+    return bool(transport) and str((transport or {}).get("type", "")).lower() == "file" \
+        and source != "embedded default"

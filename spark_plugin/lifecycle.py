@@ -322,10 +322,10 @@ class Application:
         from emitter.config import load_config
 
         config = load_config(self.config.emitter_overrides)
-        host_log.quiet_file_announcement(config.transport, config.source)
         self._delivering_since = time.monotonic()  # building it replays the spool over the network
         try:
-            return Emitter(config)
+            # a configured file transport is not announced: the user named it, and the host prints nothing
+            return Emitter(config, announce_file=not host_log.configured_file(config.transport, config.source))
         finally:
             self._delivering_since = None
 

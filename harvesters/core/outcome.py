@@ -49,3 +49,7 @@ class HarvestCounts:
     #: statements harvested with a flaw a person should fix (tables without a database), by note (exit code 1)
     attention: Counter[str] = attrs.field(factory=Counter)
     source: Counter[str] = attrs.field(factory=Counter)  # reader notes (rollover, duplicates, window sides)
+
+    def to_look_at(self) -> int:
+        """Records a person should look at (exit code 1): unparsed, unreadable, and the ``attention`` notes."""
+        return sum(self.unparsed.values()) + sum(self.unreadable.values()) + sum(self.attention.values())

@@ -159,7 +159,7 @@ def summary_line(label: str, harvest: Any, grouper: Any, open_runs: int, note: s
              f"{unreadable} unreadable" + (f" ({_by_reason(c.unreadable)})" if unreadable else "")]
     if c.outside_window:
         parts.append(f"{c.outside_window} before --since")
-    parts.extend(f"{n} {note}" for note, n in getattr(c, "attention", {}).items() if n)
+    parts.extend(f"{n} {note}" for note, n in c.attention.items() if n)
     if c.source:
         parts.append(_by_reason(c.source))
     if open_runs:
@@ -215,9 +215,7 @@ def finish_harvest(label: str, args: argparse.Namespace, emitter: Any, checkpoin
     print(summary_line(label, harvest, grouper, grouper.open_count if args.state else 0, note), file=sys.stderr)
     if undelivered:
         return EXIT_SPOOLED
-    bad = sum(harvest.counts.unparsed.values()) + sum(harvest.counts.unreadable.values()) \
-        + sum(getattr(harvest.counts, "attention", {}).values())  # e.g. tables without a database
-    return EXIT_SKIPPED if bad else EXIT_OK
+    return EXIT_SKIPPED if harvest.counts.to_look_at() else EXIT_OK
 
 
 def delivery_note(counts: Any, emitter: Any) -> str:

@@ -121,6 +121,11 @@ class Delivery:
 
     # ---- entry points (the emitter holds its own lock around these) ---------------------------------------
 
+
+    def pending_events(self) -> list[dict[str, Any]]:
+        """Events handed over in parallel mode and not yet settled (in flight included), oldest first. Read
+        without the lock: a delivery stuck on the network may hold it, and this serves a process that is ending."""
+        return [node.event for _, node in sorted(dict(self._nodes).items())]
     def submit(self, event: dict[str, Any]) -> None:
         """Deliver, spool or dead-letter ``event``; in parallel mode it may still be in flight on return."""
         with self._cv:

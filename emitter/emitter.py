@@ -131,6 +131,12 @@ class Emitter:
                     self._log_failure_once("flush", error)
         return self.counts.copy()
 
+    def undelivered(self) -> tuple[list[RunRecord], list[dict[str, Any]]]:
+        """What is not delivered yet, for a process that must spool it at once as it ends: (parent terminal
+        records held back for open children, events handed to the delivery and not settled). Read without the
+        locks, which a delivery stuck on the network may hold."""
+        return list(dict(self._held_terminals).values()), self.delivery.pending_events()
+
     def close(self) -> Counts:
         """Flush, log the counts once, close the transport. Never raises."""
         counts = self.flush()

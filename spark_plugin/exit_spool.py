@@ -52,29 +52,6 @@ def _encode(event: dict[str, Any]) -> bytes:
     return encode_record(event)
 
 
-def emitter_backlog(emitter: Any) -> tuple[list[Any], list[dict[str, Any]]]:
-    """What ``emitter`` holds undelivered: (parent terminal records it holds back, events handed to its
-    delivery and not settled, in flight included), oldest first.
-
-    Uses the emitter's ``take_undelivered()`` when it has one; otherwise reads its delivery's pending events
-    (``delivery._nodes``) and held terminals (``_held_terminals``) without their locks (a delivery stuck on the
-    network may hold them). Nothing when neither is there."""
-    take = getattr(emitter, "take_undelivered", None)
-    if callable(take):
-        records, events = take()
-        return list(records), list(events)
-    held = getattr(emitter, "_held_terminals", None)
-    records = list(dict(held).values()) if isinstance(held, dict) else []
-    nodes = getattr(getattr(emitter, "delivery", None), "_nodes", None)
-    events = []
-    if isinstance(nodes, dict):
-        for _, node in sorted(dict(nodes).items()):
-            event = getattr(node, "event", None)
-            if isinstance(event, dict):
-                events.append(event)
-    return records, events
-
-
 def spool_records(spool: Any, records: Iterable[Any], deadline: float,
                   built: Iterable[dict[str, Any]] = ()) -> tuple[int, int]:
     """Append ``built`` events, then each record's event, to ``spool``; (spooled, dropped). Dropped: records

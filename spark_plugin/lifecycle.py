@@ -369,10 +369,10 @@ class Application:
             if not callable(item):
                 records += self.guard.call("lineage", self._records_of, item) or []
         records += [without_disabled(r, self.config.disabled_facets) for r in extra]
-        from spark_plugin.exit_spool import emitter_backlog, spool_records
+        from spark_plugin.exit_spool import spool_records
 
         # what the emitter itself holds (its delivery may work on other threads): before ours, in order
-        held, pending = emitter_backlog(self._emitter) if self._emitter is not None else ([], [])
+        held, pending = self._emitter.undelivered() if self._emitter is not None else ([], [])
         if not (records or held or pending) or self.config_disabled():
             return
         spool = self._spool()

@@ -3,7 +3,7 @@
 The worker may be stuck inside a delivery (a backend that hangs, or openlineage-python retrying a refused
 connection for seconds) while holding the emitter's lock, so the main thread cannot hand these events to the
 emitter. It appends them to the emitter's own spool (``Spool.append``: same format, same destination), built
-the way every delivered event is built (the emitter's ``event_dict``: redacted), so ``emitter replay`` or the
+the way every delivered event is built (the emitter's ``event_dict``: redacted), so ``lineage-capture replay`` or the
 next run delivers them.
 
 A worker stuck in a spool *replay* holds the spool's lock. The appends therefore run on a helper thread
@@ -12,7 +12,6 @@ that the caller waits for until its deadline; past it, the remaining events are 
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -23,40 +22,21 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
-def _event_dict() -> Any:
-    try:
-        from emitter.serialize import event_dict
-    except ImportError:  # the emitter before serialization moved out of emitter.events
-        from emitter.events import event_dict  # type: ignore[no-redef, attr-defined]  # gone from this emitter
-    return event_dict
-
-
 def make_spool(emitter_config: Any) -> Any:
     """The spool the emitter built from ``emitter_config`` would use (for an application whose emitter
     was never built, e.g. stuck replaying an earlier spool)."""
-    from emitter.spool import Spool
+    from emitter.spool import Spool, describe_destination
 
-    try:
-        from emitter.spool import describe_destination
-    except ImportError:  # an emitter with one spool for every destination
-        return Spool(emitter_config.spool_dir, emitter_config.spool_max_bytes)
     return Spool(emitter_config.spool_dir, emitter_config.spool_max_bytes,
                  describe_destination(emitter_config.transport))
-
-
-def _encode(event: dict[str, Any]) -> bytes:
-    try:
-        from emitter.spool import encode_record
-    except ImportError:  # an emitter whose spool holds bare JSON lines
-        return (json.dumps(event, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
-    return encode_record(event)
 
 
 def spool_records(spool: Any, records: Iterable[Any], deadline: float,
                   built: Iterable[dict[str, Any]] = ()) -> tuple[int, int]:
     """Append ``built`` events, then each record's event, to ``spool``; (spooled, dropped). Dropped: records
     whose event cannot be built, events the spool refuses (full, unwritable)."""
-    event_dict = _event_dict()
+    from emitter.serialize import event_dict
+
     events: list[dict[str, Any]] = list(built)
     dropped = 0
     for record in records:
@@ -95,13 +75,15 @@ def spool_records(spool: Any, records: Iterable[Any], deadline: float,
 
 
 def _append_unlocked(spool: Any, events: list[dict[str, Any]]) -> int:
+    from emitter.spool import encode_record
+
     if not events:
         return 0
     spool.directory.mkdir(parents=True, exist_ok=True)
     fd = os.open(spool.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         for event in events:
-            os.write(fd, _encode(event))
+            os.write(fd, encode_record(event))
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -197,7 +197,7 @@ def finish_harvest(label: str, args: argparse.Namespace, emitter: Any, checkpoin
     return the exit code."""
     counts = emitter.close()
     if counts.dropped:
-        reason = getattr(emitter, "spool_error", None)
+        reason = emitter.spool_error
         note = (f"{counts.dropped} events could not be delivered nor spooled"
                 + (f" ({reason})" if reason else "") + ": state not advanced")
         print(summary_line(label, harvest, grouper, grouper.open_count, note), file=sys.stderr)
@@ -221,11 +221,11 @@ def finish_harvest(label: str, args: argparse.Namespace, emitter: Any, checkpoin
 def delivery_note(counts: Any, emitter: Any) -> str:
     """What the summary line says when events did not reach the backend (exit code 3), else ''."""
     parts = []
-    spool = getattr(emitter, "spool", None)
-    if spool is not None and spool.pending_bytes():  # spooled events a replay during the run did not send
+    spool = emitter.spool
+    if spool.pending_bytes():  # spooled events a replay during the run did not send
         parts.append(f"{counts.spooled} events spooled, not delivered (backend unreachable; "
                      f"`lineage-capture replay` or the next run sends them from {spool.directory})")
-    if getattr(counts, "dead_lettered", 0):
+    if counts.dead_lettered:
         parts.append(f"{counts.dead_lettered} events refused by the backend and set aside "
                      f"(`lineage-capture replay --dead-letters list`)")
     return "; ".join(parts)

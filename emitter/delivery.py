@@ -118,6 +118,11 @@ class Delivery:
         # Until a request succeeds (at start, after a failure) only one is in flight: a dead or hanging backend
         # gets one request, not `width`, and the events behind it reach the spool in the order handed over.
         self._healthy = False
+        # coroutine mode: `width` coroutines on one thread's event loop (see _run_coroutines)
+        self._coroutines: bool | None = None
+        self._loop: Any = None
+        self._signal: Any = None  # an asyncio.Event: ready events, or stopping
+        self._poked = False
 
     # ---- entry points (the emitter holds its own lock around these) ---------------------------------------
 
@@ -132,15 +137,17 @@ class Delivery:
             if self._diverting and time.monotonic() >= self._blocked_until:
                 self._quiesce()
                 self._drain()
+            if self.width > 1 and not self._stopping:
+                if len(self._nodes) >= MAX_PENDING:  # full: wait until half is settled (see _finish)
+                    while len(self._nodes) > MAX_PENDING // 2:
+                        self._cv.wait()
+                self._start_workers()  # may set width to 1 when no thread can be started
             if self.width == 1 or self._stopping:  # one at a time, or after close(): in this thread
                 if self._diverting:
                     self._keep(event)
                 else:
                     self._settle(event, self._attempt(self.transport, event))
                 return
-            while len(self._nodes) >= MAX_PENDING:
-                self._cv.wait()
-            self._start_workers()
             self._add_node(event)
 
     def replay(self) -> None:
@@ -166,6 +173,7 @@ class Delivery:
         with self._cv:
             self._stopping = True
             self._wakeup.notify_all()
+            self._poke()
         for thread in self._threads:
             thread.join()
 
@@ -185,7 +193,9 @@ class Delivery:
             self.counts.delivered += 1
             if not self._healthy:  # the backend answers again: as many requests in flight as there is work
                 self._healthy = True
+                self._start_workers(coming=0)
                 self._wakeup.notify(len(self._ready))
+                self._poke()
             return
         refused = rejection(error)
         if refused is not None:
@@ -281,13 +291,42 @@ class Delivery:
 
     # ---- parallel mode -----------------------------------------------------------------------------------
 
-    def _start_workers(self) -> None:
-        if not self._threads:
-            assert self._make_transport is not None
-            for index in range(self.width):
-                thread = threading.Thread(target=self._work, name=f"lineage-delivery-{index}", daemon=True)
-                thread.start()
-                self._threads.append(thread)
+    def _start_workers(self, coming: int = 1) -> None:
+        if self.width == 1 or self._make_transport is None:  # one at a time, in the caller's thread
+            return
+        if self._coroutines is None:  # decided once: coroutines when the transport can await its posts
+            sender = getattr(self.transport, "async_sender", None)
+            self._coroutines = sender is not None and sender() is not None
+        if self._coroutines:
+            if not self._threads:
+                self._start_thread(self._run_coroutines, "lineage-delivery")
+            return
+        self._start_threads(coming)
+
+    def _start_thread(self, target: Callable[[], None], name: str) -> bool:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        try:
+            thread.start()
+        except RuntimeError as error:  # no more threads in this process: deliver with those there are
+            self._log_once("thread", f"lineage delivery: no thread for parallel sending ({error}); "
+                                     f"{len(self._threads) or 'none'} running")
+            if not self._threads:
+                self.width = 1  # in the caller's thread, one at a time
+            return False
+        self._threads.append(thread)
+        return True
+
+    def _start_threads(self, coming: int = 1) -> None:
+        """Start delivery threads while every running one is busy, up to ``width``: a Spark driver sending a few
+        events a second keeps one or two, a harvest against a slow backend gets them all (with 10 ms answers it
+        takes 64 requests in flight to keep up with a harvest). While the backend is failing, one is enough.
+        ``coming``: events about to be handed over, on top of those ready."""
+        running = len(self._threads)
+        wanted = min(self.width, running + len(self._ready) + coming - (running - self._in_flight))
+        if self.width == 1 or (running and not self._healthy):
+            return
+        while running < wanted and self._start_thread(self._work, f"lineage-delivery-{running}"):
+            running += 1
 
     def _quiesce(self) -> None:
         """Wait until no event is in flight or waiting (a replay must not overtake them)."""
@@ -323,6 +362,7 @@ class Delivery:
     def _make_ready(self, seq: int) -> None:
         heapq.heappush(self._ready, seq)
         self._wakeup.notify()
+        self._poke()
 
     def _finish(self, seq: int) -> None:
         node = self._nodes.pop(seq)
@@ -339,7 +379,10 @@ class Delivery:
             waiting.waiting -= 1
             if not waiting.waiting:
                 self._make_ready(later)
-        self._cv.notify_all()
+        if len(self._nodes) <= MAX_PENDING // 2:
+            # Waiters want room (half empty) or nothing left (flush). Waking a blocked emit() for every settled
+            # event made the two threads hand the GIL back and forth once per event: half the delivery's CPU.
+            self._cv.notify_all()
 
     def _spill_ready(self) -> None:
         """While diverting (the spool holds earlier events): the events ready to go follow them into the spool,
@@ -387,3 +430,88 @@ class Delivery:
                     transport.close()
             except Exception:  # noqa: BLE001 - closing a session must not kill the worker noisily
                 pass
+
+    # ---- coroutine mode ----------------------------------------------------------------------------------
+    # An http transport that can await its posts (emitter.keepalive_http) is driven by `width` coroutines on one
+    # thread's event loop instead of `width` threads: 64 requests in flight cost about 85 us of CPU per request
+    # instead of about 150 us in thread switches. Same graph, same lock, same settling as the threads.
+
+    def _poke(self) -> None:
+        """Wake the coroutines (called with the lock held, from any thread); one wake-up call at a time."""
+        if self._loop is not None and not self._poked:
+            self._poked = True
+            try:
+                self._loop.call_soon_threadsafe(self._wake_coroutines)
+            except RuntimeError:  # the loop has ended
+                self._poked = False
+
+    def _wake_coroutines(self) -> None:
+        with self._cv:
+            self._poked = False
+        self._signal.set()
+
+    def _run_coroutines(self) -> None:
+        import asyncio
+
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        import asyncio
+
+        assert self._make_transport is not None
+        try:
+            transport = self._make_transport()
+        except Exception as error:  # noqa: BLE001 - it was built once already; share the caller's instead
+            self._log_once("worker", f"lineage delivery: a second transport could not be built "
+                                     f"({type(error).__name__}: {redact(str(error))}); sharing the first")
+            transport = self.transport
+        senders = [transport.async_sender() for _ in range(self.width)]
+        with self._cv:
+            self._signal = asyncio.Event()
+            self._loop = asyncio.get_running_loop()
+        try:
+            await asyncio.gather(*(self._send_ready(sender) for sender in senders))
+        finally:
+            with self._cv:
+                self._loop = None
+            for sender in senders:
+                sender.close()
+            if transport is not self.transport:
+                try:
+                    transport.close()
+                except Exception:  # noqa: BLE001 - closing must not fail the delivery
+                    pass
+
+    async def _send_ready(self, sender: Any) -> None:
+        """One coroutine: take the oldest ready event, post it, settle it; until stopped."""
+        while True:
+            with self._cv:
+                if self._stopping and not self._ready:
+                    return
+                self._spill_ready()
+                if not (self._ready and (self._healthy or not self._in_flight)):
+                    self._signal.clear()
+                    taken = None
+                else:
+                    seq = heapq.heappop(self._ready)
+                    taken = seq, self._nodes[seq].event
+                    self._in_flight += 1
+            if taken is None:
+                await self._signal.wait()
+                continue
+            seq, event = taken
+            try:
+                await sender.emit(event)
+                failure: BaseException | None = None
+            except Exception as error:  # noqa: BLE001 - any transport failure is an outcome, never raised
+                failure = error
+            with self._cv:
+                self._in_flight -= 1
+                try:
+                    self._settle(event, failure)
+                except Exception as bug:  # noqa: BLE001 - a bug costs this event, never the others
+                    self.counts.dropped += 1
+                    self._log_once("settle", f"lineage delivery failed ({type(bug).__name__}: {bug})")
+                finally:
+                    self._finish(seq)
+                    self._spill_ready()

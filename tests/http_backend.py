@@ -4,7 +4,9 @@ told to answer 5xx for the next N requests, and can be started on a port chosen 
 Fault modes (issue 11): ``status=500`` (every request fails), ``flap=N`` (every N-th request answers 503),
 ``hang=True`` (takes the request and never answers until the backend stops), ``reject`` (a predicate on the
 event: those are answered 422 with a Marquez-like body), ``delay`` (seconds before each answer: a slow backend),
-``jitter`` (up to that many seconds more, at random, so that concurrent requests finish out of order).
+``jitter`` (up to that many seconds more, at random, so that concurrent requests finish out of order),
+``redirect_to`` (answers 307 to another URL), ``close_each`` (closes the connection after every answer),
+``drop_each`` (the same without a ``Connection: close`` header, as a restarted backend drops idle connections).
 A closed port (``free_port()`` with nothing started) is the refusing backend."""
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ class Backend:
 
     def __init__(self, port: int | None = None, fail_next: int = 0, status: int = 201, *, flap: int = 0,
                  hang: bool = False, reject: Callable[[dict], bool] | None = None, delay: float = 0.0,
-                 jitter: float = 0.0) -> None:
+                 jitter: float = 0.0, redirect_to: str | None = None, close_each: bool = False,
+                 drop_each: bool = False) -> None:
         self.port = port or free_port()
         self.fail_next = fail_next
         self.status = status
@@ -39,6 +42,9 @@ class Backend:
         self.reject = reject
         self.delay = delay
         self.jitter = jitter  # up to this many more seconds, at random: answers overtake each other
+        self.redirect_to = redirect_to  # answer 307 to this URL (the event is not recorded as delivered)
+        self.close_each = close_each  # answer with "Connection: close" and close the connection
+        self.drop_each = drop_each  # close the connection after every answer without saying so (a restart)
         self._random = random.Random(7)
         self.requests: list[dict] = []
         self._lock = threading.Lock()
@@ -75,6 +81,8 @@ class Backend:
                         status, answer = 422, b'{"code":422,"message":"eventType: must not be accepted"}'
                     if backend.hang:
                         status = 0  # never answered
+                    if backend.redirect_to:
+                        status = 307
                     backend.requests.append({"path": self.path, "headers": dict(self.headers),
                                              "encoding": self.headers.get("Content-Encoding"),
                                              "event": event, "status": status})
@@ -87,7 +95,14 @@ class Backend:
                     time.sleep(backend.delay + extra)
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(answer)))
+                if status == 307:
+                    self.send_header("Location", f"{backend.redirect_to}{self.path}")
+                if backend.close_each:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
                 self.end_headers()
+                if backend.drop_each:
+                    self.close_connection = True
                 self.wfile.write(answer)
 
             def log_message(self, *args) -> None:  # keep test output clean

@@ -173,16 +173,26 @@ def nested_records(tasks: int = 6, statements: int = 6) -> list[RunRecord]:
     return out
 
 
+@pytest.mark.parametrize("sending", ["coroutines", "threads"])
 @pytest.mark.parametrize("in_flight", [2, 16, 64])
-def test_requests_in_flight_finish_out_of_order_and_the_order_still_holds(in_flight):
+def test_requests_in_flight_finish_out_of_order_and_the_order_still_holds(monkeypatch, in_flight, sending):
     """Answers overtake each other at random: every parent's START still arrives before its children's
-    events, every run's START before its COMPLETE, every parent's COMPLETE after its children's."""
+    events, every run's START before its COMPLETE, every parent's COMPLETE after its children's. Both ways of
+    keeping requests in flight: coroutines (the direct http path) and threads (openlineage-python's stock
+    transport, used e.g. when requests would read credentials from a netrc file)."""
+    if sending == "threads":
+        monkeypatch.setenv("NETRC", str(Path(__file__).parent / "no-such-netrc"))
     records = nested_records()
     with Backend(delay=0.001, jitter=0.02) as backend:
         emitter = Emitter.from_config(conf(backend.url), in_flight=in_flight)
+        assert emitter.delivery._coroutines is None  # decided with the first event
+        emitter.emit(records[0])
+        assert emitter.delivery._coroutines == (sending == "coroutines")
+        records = records[1:]
         for record in records:
             emitter.emit(record)
         counts = emitter.close()
+    records = nested_records()
     assert (counts.delivered, counts.spooled, counts.dropped) == (len(records), 0, 0)
     got = keys(backend.events)
     assert sorted(got) == sorted((r.run_id, r.event_type) for r in records)  # each exactly once

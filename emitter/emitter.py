@@ -13,6 +13,7 @@ several requests in flight without breaking the order above.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -20,6 +21,7 @@ from typing import Any
 
 from emitter.config import EmitterConfig, load_config
 from emitter.delivery import Counts, Delivery
+from emitter.delivery_process import DeliveryProcess
 from emitter.records import START, RunRecord
 from emitter.redact import redact
 from emitter.serialize import event_dict
@@ -57,7 +59,9 @@ class Emitter:
     """Builds, redacts, orders and delivers events; see the module docstring."""
 
     def __init__(self, config: EmitterConfig, transport: Any | None = None, retry_after: float = 30.0,
-                 in_flight: int | None = None, announce_file: bool = True) -> None:
+                 in_flight: int | None = None, announce_file: bool = True, delivery_process: bool = False) -> None:
+        """``delivery_process``: deliver over HTTP from a second process (:mod:`emitter.delivery_process`) when
+        the machine has a second core; for a process that does nothing else, like a harvest."""
         self.config = config
         # One spool per destination (recorded with it): `emitter replay` sends its events where they were going.
         self.spool = Spool(config.spool_dir, config.spool_max_bytes, describe_destination(config.transport))
@@ -80,9 +84,19 @@ class Emitter:
                     return create_transport(transport_config, announce=False)
         # Events an older version spooled without recording their destination go to this one, as they did.
         legacy = Spool(config.spool_dir, config.spool_max_bytes)
-        self.delivery = Delivery(self._transport, self.spool, retry_after, width, make,
-                                 legacy_spool=legacy if transport is None else None)
-        if self._transport is not None and transport is None:
+
+        def in_this_process() -> Delivery:
+            return Delivery(self._transport, self.spool, retry_after, width, make,
+                            legacy_spool=legacy if transport is None else None)
+
+        process = None
+        if delivery_process and make is not None and _cores() > 1:
+            spool_settings = {"spool_dir": str(config.spool_dir), "spool_max_bytes": config.spool_max_bytes,
+                              "destination": describe_destination(config.transport)}
+            process = DeliveryProcess.start(transport_config or {}, width, self.spool, spool_settings,
+                                            retry_after, in_this_process)
+        self.delivery: Delivery | DeliveryProcess = process or in_this_process()
+        if process is None and self._transport is not None and transport is None:
             self.delivery.replay()  # the spool of an earlier run first, before anything new
 
     @classmethod
@@ -213,6 +227,13 @@ class Emitter:
             self._failure_kinds.add(kind)
             log.warning("lineage %s failed (%s: %s); further failures of this kind are counted, not logged",
                         kind, type(error).__name__, redact(str(error)))
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _create_transport(transport_config: Mapping[str, Any] | None) -> Any:

@@ -117,7 +117,7 @@ def make_emitter(conf: list[str], dry_run: bool) -> Any:
     from emitter.emitter import Emitter
 
     config = load_config(parse_overrides(conf))
-    return Emitter(config, transport=_StdoutTransport()) if dry_run else Emitter(config)
+    return Emitter(config, transport=_StdoutTransport()) if dry_run else Emitter(config, delivery_process=True)
 
 
 class Progress:

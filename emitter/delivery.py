@@ -453,7 +453,29 @@ class Delivery:
     def _run_coroutines(self) -> None:
         import asyncio
 
-        asyncio.run(self._serve())
+        try:
+            asyncio.run(self._serve())
+        except BaseException as bug:  # noqa: BLE001 - a dead sender must not leave flush() waiting forever
+            self._sender_died(bug)
+
+    def _sender_died(self, bug: BaseException) -> None:
+        """The thread that sends ended by a bug: what it had not settled goes to the spool (a replay sends it; an
+        event that was in flight may then arrive twice), and later events are sent one at a time in the caller's
+        thread."""
+        with self._cv:
+            self._log_once("sender", f"lineage delivery: the sending thread failed ({type(bug).__name__}: "
+                                     f"{redact(str(bug))}); undelivered events go to the spool")
+            self.width = 1
+            self._diverting = True
+            for seq in sorted(self._nodes):
+                self._keep(self._nodes[seq].event)
+            self._nodes.clear()
+            self._ready.clear()
+            self._last_of_run.clear()
+            self._children.clear()
+            self._in_flight = 0
+            self._write_buffer()
+            self._cv.notify_all()
 
     async def _serve(self) -> None:
         import asyncio

@@ -491,3 +491,42 @@ def test_kill_9_at_random_points_loses_nothing(tmp_path):
     delivered = keys(backend.events)
     assert set(delivered) == set(expected)  # nothing lost, and no run id the reference harvest does not have
     assert final.stderr.strip().splitlines()[-1].startswith("harvest sqlserver: ")
+
+
+def test_a_sending_thread_that_dies_leaves_nothing_waiting_and_nothing_lost(tmp_path):
+    """Fault injection: the delivery's sending thread fails as it starts (its transport cannot make senders).
+    flush() still returns; the events it held are spooled, in order, and the next event (sent in the caller's
+    thread) replays them first."""
+    from emitter.delivery import Delivery
+    from emitter.transport import create_transport
+
+    class BrokenSenders:
+        def __init__(self, real):
+            self.real = real
+
+        def async_sender(self):
+            raise RuntimeError("no senders today")
+
+        def close(self):
+            self.real.close()
+
+    records = nested_records(tasks=1)
+    events = [event_dict_of(r) for r in records]
+    with Backend() as backend:
+        config = {"type": "http", "url": backend.url}
+        delivery = Delivery(create_transport(config, announce=False), Spool(tmp_path / "spool", 10**7), 0.0,
+                            width=8, make_transport=lambda: BrokenSenders(create_transport(config, announce=False)))
+        for event in events[:-1]:
+            delivery.submit(event)
+        delivery.flush()  # returns: nothing waits for the dead thread
+        assert delivery.counts.spooled == len(events) - 1 and backend.events == []
+        delivery.submit(events[-1])  # in the caller's thread: the spool first, then this one
+        delivery.close()
+    assert keys(backend.events) == keys(events)
+    assert delivery.counts.replayed == len(events) - 1 and delivery.counts.delivered == 1
+
+
+def event_dict_of(record: RunRecord) -> dict:
+    from emitter.serialize import event_dict
+
+    return event_dict(record)

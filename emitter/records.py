@@ -91,6 +91,9 @@ class RunRecord:
     outputs: tuple[Dataset, ...] = attrs.field(default=(), converter=_datasets)
     run_facets: Mapping[str, Any] = attrs.field(factory=dict)
     job_facets: Mapping[str, Any] = attrs.field(factory=dict)
+    #: write ``inputFacets``/``outputFacets`` on every dataset, ``{}`` when it has none (the JVM Spark
+    #: integration's SQL events do); off: an empty container is left out
+    io_containers: bool = False
 
     @property
     def is_terminal(self) -> bool:

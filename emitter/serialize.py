@@ -135,9 +135,12 @@ _INPUTS: dict[int, tuple[Dataset, dict[str, Any]]] = {}
 _OUTPUTS: dict[int, tuple[Dataset, dict[str, Any]]] = {}
 
 
-def _dataset_plain(ds: Dataset, output: bool) -> dict[str, Any]:
+def _dataset_plain(ds: Dataset, output: bool, container: bool = False) -> dict[str, Any]:
     """An input or output dataset, written out like the RunEvent shell (see :data:`SHELL_FIELDS`); serialized once
-    per Dataset instance while it is recent, unless it has input/output facets (row counts: one instance per run)."""
+    per Dataset instance while it is recent, unless it has input/output facets (row counts: one instance per run).
+    ``container``: an empty ``inputFacets``/``outputFacets`` is written as ``{}`` (:attr:`RunRecord.io_containers`)."""
+    if container and not ds.io_facets:  # the memoised form without the container, copied (it is shared)
+        return {**_dataset_plain(ds, output), "outputFacets" if output else "inputFacets": {}}
     memo = _OUTPUTS if output else _INPUTS
     known = memo.get(id(ds))
     if known is not None and known[0] is ds:
@@ -225,6 +228,6 @@ def event_dict(record: RunRecord) -> dict[str, Any]:
         "run": {"runId": event.run.runId, "facets": run_facets},
         "job": job_plain,
         "eventType": event.eventType.value,  # type: ignore[union-attr]
-        "inputs": [_dataset_plain(ds, False) for ds in record.inputs],
-        "outputs": [_dataset_plain(ds, True) for ds in record.outputs],
+        "inputs": [_dataset_plain(ds, False, record.io_containers) for ds in record.inputs],
+        "outputs": [_dataset_plain(ds, True, record.io_containers) for ds in record.outputs],
     }

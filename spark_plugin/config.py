@@ -31,9 +31,13 @@ KNOWN_KEYS = frozenset({
     "jobName.appendDatasetName", "jobName.replaceDotWithUnderscore",  # read by plan_lineage
     "dataset.removePath.pattern",  # read by plan_lineage
     "job.tags", "run.tags",
+    # the debug facet's settings (the JVM's DebugConfig); logPlanAsJson (a log line of the plan) is accepted only
+    "debug.smart", "debug.smartMode", "debug.metricsDisabled", "debug.payloadSizeLimitInKilobytes",
+    "debug.logPlanAsJson",
     "python.enabled", "python.shutdownTimeoutSeconds", "python.queueSize", "python.pollIntervalSeconds",
     # the JVM integration's keys this plugin accepts without acting on them (a configuration shared with
     # JVM jobs must not make every run warn): see the README's list of what is not captured
+    # (debugFacet: an old switch the JVM no longer reads; its debug facet is facets.debug.disabled=false)
     "debugFacet", "facets.disabled", "timeoutSecs", "testExtensionProvider", "overriddenAppName",
 })
 #: ``facets.<name>.disabled`` drops one facet by name (names may hold dots: ``spark.logicalPlan``).
@@ -58,6 +62,37 @@ DEFAULT_SHUTDOWN_TIMEOUT_S = 5.0
 DEFAULT_QUEUE_SIZE = 1000
 #: How often the worker looks for running SQL executions (their START and RUNNING events); 0 switches it off.
 DEFAULT_POLL_INTERVAL_S = 1.0
+
+
+#: The debug facet's payload limit by default (the JVM's DEFAULT_PAYLOAD_SIZE_LIMIT_IN_KILOBYTES).
+DEFAULT_DEBUG_PAYLOAD_KB = 100
+
+
+@attrs.frozen
+class DebugSettings:
+    """``debug.*``: the JVM's DebugConfig. Whether the facet is on at all is ``facets.debug.disabled`` (off by
+    default, as the JVM's other debug facets)."""
+
+    smart: bool = False  # debug.smart: the facet on actions' COMPLETE events that miss inputs or outputs
+    smart_mode: str = "any-missing"  # debug.smartMode: any-missing or output-missing
+    metrics_disabled: bool = False  # debug.metricsDisabled
+    payload_limit_kb: int = DEFAULT_DEBUG_PAYLOAD_KB  # debug.payloadSizeLimitInKilobytes
+
+    @classmethod
+    def from_keys(cls, keys: Mapping[str, str]) -> DebugSettings:
+        """From the prefix-less keys; a limit that is not a number keeps the default (warned)."""
+        limit = DEFAULT_DEBUG_PAYLOAD_KB
+        if keys.get("debug.payloadSizeLimitInKilobytes"):
+            try:
+                limit = int(keys["debug.payloadSizeLimitInKilobytes"])
+            except ValueError:
+                log.warning("spark.openlineage.debug.payloadSizeLimitInKilobytes is not a number: %d used", limit)
+        mode = (keys.get("debug.smartMode") or "any-missing").strip()
+        if mode.lower() not in ("any-missing", "output-missing"):  # the JVM falls back the same way
+            log.warning("unsupported spark.openlineage.debug.smartMode %s: any-missing used", mode)
+            mode = "any-missing"
+        return cls(smart=_truthy(keys.get("debug.smart", "")), smart_mode=mode,
+                   metrics_disabled=_truthy(keys.get("debug.metricsDisabled", "")), payload_limit_kb=limit)
 
 
 def _truthy(value: object) -> bool:
@@ -176,6 +211,7 @@ class PluginConfig:
     poll_interval_s: float
     emitter_overrides: Mapping[str, str]  # prefix-less keys for ``Emitter.from_config``
     unknown: tuple[str, ...]
+    debug: DebugSettings = DebugSettings()
 
     @classmethod
     def from_spark_conf(cls, spark_conf: Mapping[str, str], environ: Mapping[str, str] | None = None) -> PluginConfig:
@@ -187,6 +223,11 @@ class PluginConfig:
         unknown = unknown_keys(keys)
         parent, root = external_parent(keys)
         captured = keys.get("capturedProperties")
+        debug = DebugSettings.from_keys(keys)
+        disabled_facets = frozenset(
+            m.group(1) for k, v in keys.items() if (m := FACET_DISABLED.fullmatch(k)) and _truthy(v))
+        if debug.smart:  # smart debug sends the debug facet even where it is disabled (the JVM's EventEmitter)
+            disabled_facets -= {"debug"}
         return cls(
             namespace=keys.get("namespace") or DEFAULT_NAMESPACE,
             app_name=normalize_name(keys.get("appName") or spark_conf.get("spark.app.name") or "spark_application"),
@@ -197,9 +238,7 @@ class PluginConfig:
             job_tags=parse_tags(keys.get("job.tags")),
             run_tags=parse_tags(keys.get("run.tags")),
             owners=tuple(sorted((m.group(1), v) for k, v in keys.items() if (m := JOB_OWNER.fullmatch(k)) and v)),
-            disabled_facets=frozenset(
-                m.group(1) for k, v in keys.items() if (m := FACET_DISABLED.fullmatch(k)) and _truthy(v)
-            ),
+            disabled_facets=disabled_facets,
             disabled=_truthy(keys.get("disabled", "")) or _truthy(environ.get("OPENLINEAGE_DISABLED", "")),
             shutdown_timeout_s=float(keys.get("python.shutdownTimeoutSeconds", DEFAULT_SHUTDOWN_TIMEOUT_S)),
             queue_size=int(keys.get("python.queueSize", DEFAULT_QUEUE_SIZE)),
@@ -207,6 +246,7 @@ class PluginConfig:
             # unknown keys are warned about here once; the emitter would warn again about the same keys
             emitter_overrides={k: v for k, v in keys.items() if k not in unknown},
             unknown=tuple(unknown),
+            debug=debug,
         )
 
     def warn_unknown(self) -> None:

@@ -1,17 +1,25 @@
 """Run and job facets the plugin puts on every event, and the ``facets.<name>.disabled`` filter."""
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Iterable, Mapping
-from typing import Any
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import attr
 from openlineage.client.facet_v2 import RunFacet, ownership_job, processing_engine_run, tags_job, tags_run
 
-from emitter.records import Dataset, RunRecord
-from spark_plugin.config import PluginConfig
+from emitter.records import COMPLETE, Dataset, RunRecord
+from spark_plugin.config import DebugSettings, PluginConfig
+
+log = logging.getLogger("spark_plugin")
 
 DISTRIBUTION = "lineage-capture"
+T = TypeVar("T")
 
 
 @attr.define
@@ -90,3 +98,222 @@ def without_disabled(record: RunRecord, disabled: frozenset[str]) -> RunRecord:
         inputs=tuple(_dataset(ds, disabled) for ds in record.inputs),
         outputs=tuple(_dataset(ds, disabled) for ds in record.outputs),
     )
+
+
+# ---- the ``debug`` run facet (the JVM's DebugRunFacet) --------------------------------------------------------
+
+DEBUG = "debug"
+#: The JVM integration's Micrometer meter names, for what this plugin counts and times the same way.
+APP_START, APP_END = "openlineage.spark.event.app.start", "openlineage.spark.event.app.end"
+SQL_START, SQL_END = "openlineage.spark.event.sql.start", "openlineage.spark.event.sql.end"
+UNKNOWN_TIME = "openlineage.spark.unknownFacet.time"
+#: Classes whose presence the JVM's facet reports (Delta, Iceberg, BigQuery).
+CLASSES_TO_DEBUG = ("org.apache.spark.sql.delta.catalog.DeltaCatalog", "org.apache.iceberg.catalog.Catalog",
+                    "com.google.cloud.spark.bigquery.BigQueryRelation")
+#: JVM system properties of the ``system`` part, by field.
+SYSTEM_PROPERTIES = (("javaVersion", "java.version"), ("javaVendor", "java.vendor"), ("osArch", "os.arch"),
+                     ("osName", "os.name"), ("osVersion", "os.version"), ("userLanguage", "user.language"),
+                     ("userTimezone", "user.timezone"))
+#: Plan nodes read for ``logicalPlan`` at most (each costs a few py4j calls; the payload limit applies anyway).
+MAX_DEBUG_NODES = 200
+
+
+@attr.define
+class DebugRunFacet(RunFacet):
+    """The JVM integration's ``debug`` run facet, as its serializer writes it (``classpath``, ``system``,
+    ``config``, ``logicalPlan``, ``metrics``, ``logs``; its ``memory`` part is never written there either).
+    Off by default; on with ``facets.debug.disabled=false``."""
+
+    classpath: dict | None = None
+    system: dict | None = None
+    config: dict | None = None
+    logicalPlan: dict | None = None  # noqa: N815 - the JVM's field name
+    metrics: dict | None = None
+    logs: list = attr.field(factory=list)
+
+
+class DebugMetrics:
+    """The counters and timers of the debug facet's ``metrics`` (the JVM's Micrometer meters of the same names):
+    only what this plugin really counts or times. Timers hold their total in microseconds, as the JVM writes them.
+    Every meter carries the JVM's three common tags."""
+
+    def __init__(self, tags: Mapping[str, str]) -> None:
+        self._tags = [{"key": k, "value": v} for k, v in sorted(tags.items())]  # Micrometer sorts tags by key
+        self._values: dict[str, float] = {}
+        self._lock = threading.Lock()  # the app's main thread counts the application's start and end
+
+    def count(self, name: str, amount: float = 1.0) -> None:
+        with self._lock:
+            self._values[name] = self._values.get(name, 0.0) + amount
+
+    def add_time(self, name: str, seconds: float) -> None:
+        self.count(name, seconds * 1e6)
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """The meters as the JVM's MetricsNode list: name, value, tags."""
+        with self._lock:
+            values = list(self._values.items())
+        return [{"name": name, "value": value, "tags": list(self._tags)} for name, value in values]
+
+
+_recording = threading.local()  # the metrics of the application whose plan the current thread reads
+
+
+@contextlib.contextmanager
+def recording(metrics: DebugMetrics | None) -> Iterator[None]:
+    """Make :func:`timed` on this thread record into ``metrics`` (None: time nothing)."""
+    previous = getattr(_recording, "metrics", None)
+    _recording.metrics = metrics
+    try:
+        yield
+    finally:
+        _recording.metrics = previous
+
+
+def timed(name: str, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, its time added to timer ``name`` of the metrics :func:`recording` set on this thread."""
+    metrics = getattr(_recording, "metrics", None)
+    if metrics is None:
+        return fn(*args)
+    start = time.perf_counter()
+    try:
+        return fn(*args)
+    finally:
+        metrics.add_time(name, time.perf_counter() - start)
+
+
+def disabled_facet_names(spark_conf: Mapping[str, str], config: PluginConfig) -> list[str]:
+    """The facets switched off, as the JVM's ``openlineage.spark.disabled.facets`` tag lists them (sorted)."""
+    from spark_plugin.plan_lineage import JVM_DEFAULT_DISABLED, jvm_facet_enabled
+
+    names = {name for name in JVM_DEFAULT_DISABLED if not jvm_facet_enabled(spark_conf, name)}
+    listed = spark_conf.get("spark.openlineage.facets.disabled")
+    if listed:
+        names |= {f.strip() for f in listed.strip().strip("[]").split(";") if f.strip()}
+    return sorted(names | config.disabled_facets)
+
+
+def _node_id(node: Any) -> str:
+    return f"{node.nodeName()}@{node.hashCode()}"  # the JVM's id: nodeName@hashCode
+
+
+def plan_nodes(jplan: Any, limit: int = MAX_DEBUG_NODES) -> list[dict[str, Any]]:
+    """The JVM's ``LogicalPlanNode`` list: every node in pre-order with its ``toString`` and its children's ids."""
+    out: list[dict[str, Any]] = []
+    stack = [(jplan, _node_id(jplan))]
+    while stack and len(out) < limit:
+        node, node_id = stack.pop()
+        children = []
+        iterator = node.children().iterator()
+        while iterator.hasNext():
+            child = iterator.next()
+            children.append((child, _node_id(child)))
+        out.append({"id": node_id, "desc": node.toString(), "children": [i for _, i in children]})
+        stack.extend(reversed(children))  # pre-order: the first child's subtree next
+    return out
+
+
+def _openlineage_entries(spark_conf: Mapping[str, str]) -> dict[str, str]:
+    """The ``spark.openlineage.*`` entries (prefix removed) without any that could hold a credential: keys naming
+    a key (the JVM leaves those out), auth, headers or a secret (the emitter masks secret-looking values too)."""
+    from emitter.redact import is_secret_key
+    from spark_plugin.config import strip_prefix
+
+    return {k: v for k, v in sorted(strip_prefix(spark_conf).items())
+            if "key" not in k.lower() and ".auth." not in k and ".headers." not in k and not is_secret_key(k)}
+
+
+class DebugFacets:
+    """Builds the ``debug`` facet of one application's events (on the worker thread, at delivery): the same
+    parts as the JVM's, from the driver's JVM through py4j. The parts that do not change during the application
+    (system, Scala version, classes, catalog class) are read once."""
+
+    def __init__(self, sc: Any, spark_conf: Mapping[str, str], config: PluginConfig, enabled: bool) -> None:
+        self.sc = sc
+        self.spark_conf = spark_conf
+        self.settings: DebugSettings = config.debug
+        self.enabled = enabled  # facets.debug.disabled=false: on every event; else only smart debug's
+        self.metrics = DebugMetrics({
+            "openlineage.spark.integration.version": adapter_version(),
+            "openlineage.spark.version": sc.version,
+            "openlineage.spark.disabled.facets": ";".join(disabled_facet_names(spark_conf, config)),
+        })
+        self.jsession: Any = None  # the session whose catalog class is reported
+        self._static: dict[str, Any] | None = None
+        self._warned_size = False
+
+    def _static_parts(self) -> dict[str, Any]:
+        if self._static is None:
+            jvm = self.sc._jvm
+            system = {"sparkDeployMode": self.spark_conf.get("spark.submit.deployMode", "client")}
+            for field, prop in SYSTEM_PROPERTIES:
+                system[field] = jvm.java.lang.System.getProperty(prop)
+            loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
+            details = []
+            for name in CLASSES_TO_DEBUG:
+                try:
+                    package = jvm.java.lang.Class.forName(name, False, loader).getPackage()
+                    version = package.getImplementationVersion() if package is not None else None
+                    details.append({"className": name, "onClasspath": True, "packageVersion": version})
+                except Exception:  # noqa: BLE001 - ClassNotFoundException: not on the classpath
+                    details.append({"className": name, "onClasspath": False})
+            catalog = None
+            if self.jsession is not None:
+                catalog = self.jsession.catalog().getClass().getCanonicalName()
+            self._static = {"system": system, "scala": jvm.scala.util.Properties.versionNumberString(),
+                            "classDetails": details, "catalogClass": catalog}
+        return self._static
+
+    def facet(self, jplan: Any = None, logs: list[str] | None = None) -> DebugRunFacet:
+        """The facet now: metrics as they stand, the plan's nodes when ``jplan`` (a py4j LogicalPlan) is given."""
+        static = self._static_parts()
+        jars = self.sc._jsc.sc().listJars().mkString("\n")
+        content: dict[str, Any] = {
+            "classpath": {"openLineageVersion": adapter_version(), "sparkVersion": self.sc.version,
+                          "scalaVersion": static["scala"], "jars": [j for j in jars.split("\n") if j],
+                          "classDetails": static["classDetails"]},
+            "system": static["system"],
+            "config": {"extraListeners": self.spark_conf.get("spark.extraListeners"),
+                       "openLineageConfig": _openlineage_entries(self.spark_conf),
+                       "catalogClass": static["catalogClass"],
+                       "extensions": self.spark_conf.get("spark.sql.extensions")},
+            "logicalPlan": {"nodes": plan_nodes(jplan)} if jplan is not None else None,
+            "metrics": None if self.settings.metrics_disabled else {"metrics": self.metrics.nodes()},
+            "logs": list(logs or []),
+        }
+        size_kb = len(json.dumps(content, default=str).encode()) // 1024
+        if size_kb > self.settings.payload_limit_kb:  # the JVM's serializer: the reason instead of the facet
+            if not self._warned_size:
+                self._warned_size = True
+                log.warning("lineage capture: debug facet of %d kilobytes over debug.payloadSizeLimitInKilobytes: "
+                            "left out", size_kb)
+            return DebugRunFacet(logs=[f"Skipping debug facet due to payload size: {size_kb} kilobytes"])
+        return DebugRunFacet(**content)
+
+    def _smart_logs(self, record: RunRecord) -> list[str] | None:
+        """Smart debug's reasons for an action's COMPLETE event (``debug.smart``), None when it stays quiet."""
+        if not self.settings.smart or record.event_type != COMPLETE or record.job_type.job_type == "APPLICATION":
+            return None
+        logs = [] if record.inputs else ["No input datasets detected"]
+        if not record.outputs:
+            logs.append("No output datasets detected")
+        mode = self.settings.smart_mode.lower()
+        active = not record.outputs if mode == "output-missing" else bool(logs)
+        return logs if active else None
+
+    def apply(self, records: list[RunRecord], qe: Any = None) -> list[RunRecord]:
+        """``records`` with the ``debug`` facet where the JVM puts it: every event when enabled, else an action's
+        COMPLETE that smart debug finds lacking inputs or outputs. A facet that cannot be read is left out."""
+        out = []
+        for record in records:
+            logs = None if self.enabled else self._smart_logs(record)
+            if self.enabled or logs is not None:
+                try:
+                    jplan = qe.optimizedPlan() if qe is not None else None
+                    facet = self.facet(jplan, logs)
+                except Exception:  # noqa: BLE001 - a diagnostic facet never costs the event
+                    log.debug("cannot build the debug facet", exc_info=True)
+                else:
+                    record = attr.evolve(record, run_facets={**record.run_facets, DEBUG: facet})
+            out.append(record)
+        return out

@@ -23,6 +23,7 @@ from openlineage.client.facet_v2 import error_message_run, sql_job
 from emitter.records import COMPLETE, FAIL, RUNNING, START, Dataset, JobRef, JobType, RunRecord, RunRef
 from emitter.run_ids import new_run_id
 from spark_plugin import exit_status, host_log, rdd_jobs
+from spark_plugin import facets as debug_facets
 from spark_plugin.config import PluginConfig
 from spark_plugin.facets import config_job_facets, config_run_facets, engine_facets, without_disabled
 from spark_plugin.guard import Guard
@@ -76,6 +77,8 @@ class Application:
         self.facets = {**engine_facets(sc.version, self.spark_conf, config.captured_properties),
                        **config_run_facets(config)}
         self.job_facets = config_job_facets(config)  # tags, ownership: on the application and every action
+        self.debug = self._debug_facets()  # None unless the debug facet or smart debug is on
+        self.metrics = self.debug.metrics if self.debug is not None else None
         self.listener = QueryListener(self._on_action, self.guard)
         self._poll: Any = None  # the ExecutionPoll, made on the worker's first tick
         self._poll_session: Any = None  # the JVM session whose SQL status store is polled
@@ -101,6 +104,21 @@ class Application:
         self._spooling = False
         self._delivering_since: float | None = None  # when the worker's current delivery began
         self.spooled_at_exit = 0
+
+    def _debug_facets(self) -> debug_facets.DebugFacets | None:
+        from spark_plugin.plan_lineage import jvm_facet_enabled
+
+        enabled = jvm_facet_enabled(self.spark_conf, debug_facets.DEBUG)
+        if not enabled and not self.config.debug.smart:
+            return None
+        return debug_facets.DebugFacets(self.sc, self.spark_conf, self.config, enabled)
+
+    def _count(self, meter: str) -> None:
+        if self.metrics is not None:
+            self.metrics.count(meter)
+
+    def _debugged(self, records: list[RunRecord], qe: Any = None) -> list[RunRecord]:
+        return records if self.debug is None else self.debug.apply(records, qe)
 
     def begin(self) -> None:
         """Queue the application's START (once the listener is in place)."""
@@ -136,9 +154,10 @@ class Application:
             from spark_plugin.plan_lineage import UnknownEntryRunFacet
 
             run_facets = {**run_facets, "spark_unknown": UnknownEntryRunFacet(**lineage.unknown)}
+        # io_containers: the JVM writes inputFacets/outputFacets ({} when empty) on a SQL event's datasets
         return RunRecord(event_type, when, job=job, run_id=run_id, parent=self.run, root=self.action_root,
                          job_type=job_type, job_facets=job_facets, inputs=inputs, outputs=outputs,
-                         run_facets=run_facets)
+                         run_facets=run_facets, io_containers=True)
 
     def action_records(self, captured: Captured) -> list[RunRecord]:
         """The events of one action at its end: START (unless the execution poll sent it while the action
@@ -149,8 +168,12 @@ class Application:
         tracked = self.guard.call("execution poll", self._poll.take, captured.qe) if self._poll else None
         if captured.failed and captured.func_name in NOT_EXECUTIONS:
             return []
-        lineage = self.guard.call("lineage", functools.partial(
-            plan_lineage.action_lineage, captured.qe, self.spark_conf, func_name=captured.func_name))
+        if tracked is None:
+            self._count(debug_facets.SQL_START)  # the poll did not see it start
+        self._count(debug_facets.SQL_END)
+        with debug_facets.recording(self.metrics):
+            lineage = self.guard.call("lineage", functools.partial(
+                plan_lineage.action_lineage, captured.qe, self.spark_conf, func_name=captured.func_name))
         if lineage is None:
             return []
         records = []
@@ -238,10 +261,12 @@ class Application:
         new, progressed = self._poll.poll()
         if not new and not progressed:
             return
-        records = []
+        records: list[RunRecord] = []
         for tracked in new:
+            self._count(debug_facets.SQL_START)
             try:  # strict: a plan not fully readable yet (a table created by this very action) waits for the end
-                lineage = plan_lineage.action_lineage(tracked.qe, self.spark_conf, strict=True)
+                with debug_facets.recording(self.metrics):
+                    lineage = plan_lineage.action_lineage(tracked.qe, self.spark_conf, strict=True)
             except Exception:  # noqa: BLE001 - reported at the end instead, as a short action is
                 continue
             if lineage is None:
@@ -249,11 +274,13 @@ class Application:
                 continue
             tracked.run_id, tracked.job_suffix, tracked.lineage = (
                 new_run_id(tracked.submitted), lineage.job_suffix, lineage)
-            records.append(self._action_record(START, tracked.submitted, lineage, tracked.run_id, io_facets=False))
+            records += self._debugged(
+                [self._action_record(START, tracked.submitted, lineage, tracked.run_id, io_facets=False)], tracked.qe)
         now = datetime.now(timezone.utc)
         for tracked in progressed:
             if tracked.run_id is not None:
-                records.append(self._action_record(RUNNING, now, tracked.lineage, tracked.run_id, io_facets=False))
+                records += self._debugged(
+                    [self._action_record(RUNNING, now, tracked.lineage, tracked.run_id, io_facets=False)], tracked.qe)
         if records and self._get_emitter() is not None:
             self._deliver([without_disabled(r, self.config.disabled_facets) for r in records], self._tick_fn)
 
@@ -303,11 +330,13 @@ class Application:
 
     def _records_of(self, item: Any) -> list[RunRecord]:
         if isinstance(item, Captured):
-            records = self.action_records(item)
+            records = self._debugged(self.action_records(item), item.qe)
         elif isinstance(item, rdd_jobs.RddAction):
-            records = self.guard.call("rdd lineage", self.rdd_records, item) or []
+            records = self._debugged(self.guard.call("rdd lineage", self.rdd_records, item) or [])
         else:
-            records = [item]
+            if item.job_type is APPLICATION_JOB_TYPE:  # counted in delivery order, as the JVM's listener does
+                self._count(debug_facets.APP_START if item.event_type == START else debug_facets.APP_END)
+            records = self._debugged([item])
         return [without_disabled(record, self.config.disabled_facets) for record in records]
 
     def _get_emitter(self) -> Any:
@@ -410,6 +439,8 @@ class Application:
         self._sessions.append(jsession)
         if self._poll_session is None:
             self._poll_session = jsession
+            if self.debug is not None:
+                self.debug.jsession = jsession
 
     def hook_stop(self) -> None:
         """Make ``sc.stop()`` (which ``SparkSession.stop()`` calls) end the application run first."""

@@ -27,6 +27,7 @@ from py4j.protocol import Py4JJavaError
 from emitter import naming
 from emitter.records import Dataset
 from spark_plugin import plan_tree
+from spark_plugin.facets import UNKNOWN_TIME, timed  # the debug facet's timer (a no-op unless it is on)
 from spark_plugin.plan_context import PlanContext, RawDataset
 from spark_plugin.plan_inputs import INPUT_HANDLERS, TARGET_FIELDS
 from spark_plugin.plan_outputs import OUTPUT_HANDLERS
@@ -139,7 +140,8 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
         sql=_sql_text(qe, root),
         processing_type="STREAMING" if streaming else "BATCH",
         logical_plan=plan_json if plan_json is not None and jvm_facet_enabled(spark_conf, LOGICAL_PLAN) else None,
-        unknown=_unknown_entries(root, read_by) if jvm_facet_enabled(spark_conf, UNKNOWN) else None,
+        unknown=timed(UNKNOWN_TIME, _unknown_entries, root, read_by)
+        if jvm_facet_enabled(spark_conf, UNKNOWN) else None,
     )
 
 

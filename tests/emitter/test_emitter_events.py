@@ -78,6 +78,33 @@ def test_every_event_has_job_type_and_our_producer():
     assert event["inputs"] == [{"namespace": "file", "name": "/data/in", "facets": {}}]
 
 
+STATS = {"outputStatistics": output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(rowCount=3)}
+# io_containers, the output's io facets, what the input and the output carry besides namespace, name, facets
+CONTAINER_CASES = [
+    (False, {}, {}, {}),  # a harvest's events: no empty containers
+    (False, STATS, {}, {"outputFacets": {"outputStatistics": {"rowCount": 3}}}),
+    (True, {}, {"inputFacets": {}}, {"outputFacets": {}}),  # the JVM's SQL events: always a container
+    (True, STATS, {"inputFacets": {}}, {"outputFacets": {"outputStatistics": {"rowCount": 3}}}),
+]
+
+
+@pytest.mark.parametrize("containers, io_facets, input_extra, output_extra", CONTAINER_CASES)
+def test_empty_io_facet_containers_only_when_asked(containers, io_facets, input_extra, output_extra):
+    inputs, outputs = [Dataset("file", "/in")], [Dataset("file", "/out", io_facets=io_facets)]
+    for _ in range(2):  # the second time from the dataset memos: the container is not remembered into them
+        event = event_dict(RunRecord(COMPLETE, T0, JobRef("n", "j"), new_run_id(), SPARK, inputs=inputs,
+                                     outputs=outputs, io_containers=containers))
+        assert_valid_event(event)
+        assert event["inputs"] == [{"namespace": "file", "name": "/in", "facets": {}, **input_extra}]
+        output = dict(event["outputs"][0])  # a copy: the event's datasets are shared with the memos
+        if "outputFacets" in output:  # without the statistics facet's _producer and _schemaURL
+            output["outputFacets"] = {k: {f: v for f, v in facet.items() if not f.startswith("_")}
+                                      for k, facet in output["outputFacets"].items()}
+        assert [output] == [{"namespace": "file", "name": "/out", "facets": {}, **output_extra}]
+    assert "inputFacets" not in event_dict(RunRecord(START, T0, JobRef("n", "j"), new_run_id(), SPARK,
+                                                     inputs=inputs))["inputs"][0]
+
+
 def test_written_out_shell_equals_the_generic_walk():
     """event_dict writes the RunEvent/Run/Job shells out by hand: it must give what the generic walk of the whole
     RunEvent gives, and a field openlineage-python adds to those classes must fail here, not vanish."""

@@ -48,10 +48,9 @@ def mismatches(expected: Any, actual: Any, path: str = "$") -> list[str]:
     if isinstance(expected, dict):
         if not isinstance(actual, dict):
             return [f"{path}: expected an object, got {actual!r}"]
-        # an empty facet container ("inputFacets": {}) is the same as none: our emitter leaves empty ones out
         return [m for key, value in expected.items()
                 for m in (mismatches(value, actual[key], f"{path}.{key}") if key in actual
-                          else [] if value == {} else [f"{path}.{key}: missing"])]
+                          else [f"{path}.{key}: missing"])]
     if isinstance(expected, list):
         return _array_mismatches(expected, actual, path)
     return [] if expected == actual else [f"{path}: {actual!r} != {expected!r}"]
@@ -86,7 +85,9 @@ MATCHER_CASES = [
     ({"a": [1, 3]}, {"a": [1, 2]}, False),
     ({"a": []}, {"a": [1]}, True),
     ({"a": [{"n": 1}]}, {"a": [{"n": 2}, {"n": 1, "x": 0}]}, True),
-    ({"a": {}}, {}, True),  # an empty container equals an absent one
+    ({"a": {}}, {}, False),  # an empty container ("inputFacets": {}) must be there
+    ({"a": {}}, {"a": {"b": 1}}, True),  # ... and matches any object
+    ({"a": {}}, {"a": []}, False),
     ({"a": {"b": 1}}, {}, False),
     ({"a": "${json-unit.any-string}"}, {"a": "x"}, True),
     ({"a": "${json-unit.any-string}"}, {"a": 3}, False),
@@ -162,7 +163,7 @@ GENERIC = {**PARENT, "spark.openlineage.job.tags": "spark;key:value",
 
 
 class Case(NamedTuple):
-    fixture: str
+    fixtures: tuple[str, ...]  # what their test verifies of one run, in the order it verifies them
     their_root: str  # their warehouse, or (``data``) the directory their script wrote its files under
     app: str  # their normalized application name
     namespace: str
@@ -190,25 +191,21 @@ JDBC_NAMES = {'"name": "test.': '"name": "', "/tmp/iceberg/default/": "/tmp/iceb
 #: scripts (test_their_scripts_match_their_expected_events below).
 CASES = [
     # their script points Spark at a metastore it never reaches; only the plugin is told about it here
-    Case("pysparkSymlinksComplete.json", "/tmp/warehouse", "open_lineage_integration_hive", "symlinks", None,
+    Case(("pysparkSymlinksComplete.json",), "/tmp/warehouse", "open_lineage_integration_hive", "symlinks", None,
          sql("CREATE TABLE IF NOT EXISTS test (key INT, value STRING) USING hive"), tables=("test",),
          conf={"spark.sql.hive.metastore.uris": "http://metastore"}),
-    Case("hiveCreateHiveTableAsSelectCommandStartEvent.json", "/tmp/hive-metastore", *HMS, hive3_table1, HIVE_CTAS,
-         tables=("hive3.table1", "hive3.table2")),
-    Case("hiveCreateHiveTableAsSelectCommandCompleteEvent.json", "/tmp/hive-metastore", *HMS, hive3_table1,
-         HIVE_CTAS, tables=("hive3.table1", "hive3.table2")),
-    Case("hiveCreateDataSourceAsSelectCommandCompleteEvent.json", "/tmp/hive-metastore", *HMS, hive3_table1,
+    Case(("hiveCreateHiveTableAsSelectCommandStartEvent.json", "hiveCreateHiveTableAsSelectCommandCompleteEvent.json"),
+         "/tmp/hive-metastore", *HMS, hive3_table1, HIVE_CTAS, tables=("hive3.table1", "hive3.table2")),
+    Case(("hiveCreateDataSourceAsSelectCommandStartEvent.json",
+          "hiveCreateDataSourceAsSelectCommandCompleteEvent.json"), "/tmp/hive-metastore", *HMS, hive3_table1,
          lambda spark, root, tmp: spark.read.table("hive3.table1").write.mode("overwrite").saveAsTable("hive3.table2"),
          tables=("hive3.table1", "hive3.table2")),
-    Case("columnLineageJDBCStart.json", "/tmp/iceberg", "iceberg_integration_test", "default", jdbc_sources,
-         jdbc_write, session="spark", tables=("v2_source_1", "v2_source_2"), ignore=("columnLineage",),
-         replace=JDBC_NAMES),
-    Case("columnLineageJDBCComplete.json", "/tmp/iceberg", "iceberg_integration_test", "default", jdbc_sources,
-         jdbc_write, session="spark", tables=("v2_source_1", "v2_source_2"), ignore=("columnLineage",),
-         replace=JDBC_NAMES),
-    *[Case(f"applicationLevel{kind}.json", "/tmp/test_data", *GENERIC_APP, None, generic_write,
-           session="spark", data=True, conf=GENERIC)
-      for kind in ("StartApplication", "StartJob", "CompleteJob", "CompleteApplication")],
+    Case(("columnLineageJDBCStart.json", "columnLineageJDBCComplete.json"), "/tmp/iceberg", "iceberg_integration_test",
+         "default", jdbc_sources, jdbc_write, session="spark", tables=("v2_source_1", "v2_source_2"),
+         ignore=("columnLineage",), replace=JDBC_NAMES),
+    Case(tuple(f"applicationLevel{kind}.json" for kind in
+               ("StartApplication", "StartJob", "CompleteJob", "CompleteApplication")),
+         "/tmp/test_data", *GENERIC_APP, None, generic_write, session="spark", data=True, conf=GENERIC),
 ]
 
 
@@ -231,7 +228,7 @@ def _drop_tables(session: Any, warehouse: str, tables: tuple[str, ...]) -> None:
 
 
 @pytest.mark.parametrize("case", [
-    pytest.param(case, id=case.fixture.removesuffix(".json"),
+    pytest.param(case, id="+".join(f.removesuffix(".json") for f in case.fixtures),
                  marks=[pytest.mark.xfail(strict=True, reason=case.gap)] if case.gap else [])
     for case in CASES])
 def test_events_match_the_jvm_integrations(request, workdir, case):
@@ -243,16 +240,126 @@ def test_events_match_the_jvm_integrations(request, workdir, case):
         case.setup(session, root, workdir)
     conf = {"spark.openlineage.namespace": case.namespace, "spark.openlineage.appName": case.app, **case.conf}
     events, _ = run_captured(session, workdir, lambda spark, _: case.operation(spark, root, workdir), conf)
-    text = (EXPECTED / case.fixture).read_text()
-    for theirs, ours in case.replace.items():
-        text = text.replace(theirs, ours)
-    # their directory's last segment starts the table part of their job names (`{app}.{command}.{dir}_{table}`)
-    text = text.replace(f".{Path(case.their_root).name}_", f".{Path(root).name}_").replace(case.their_root, root)
-    expected = _strip(json.loads(text), case.ignore)
+    expected = []
+    for fixture in case.fixtures:
+        text = (EXPECTED / fixture).read_text()
+        for theirs, ours in case.replace.items():
+            text = text.replace(theirs, ours)
+        # their directory's last segment starts the table part of their job names (`{app}.{command}.{dir}_{table}`)
+        text = text.replace(f".{Path(case.their_root).name}_", f".{Path(root).name}_").replace(case.their_root, root)
+        expected.append(_strip(json.loads(text), case.ignore))
+        assert_one_matches(expected[-1], events)
+    assert in_their_order(expected, events) is None  # MockServer's verify(...) of several: a sequence
+    assert order_problems(events) == []
+
+
+def assert_one_matches(expected: dict, events: list[dict]) -> None:
+    """One of ``events`` matches ``expected`` (else the closest one's mismatches)."""
     candidates = [e for e in events if e["eventType"] == expected.get("eventType", e["eventType"])]
     assert candidates, f"no {expected.get('eventType')} event among {[e['job']['name'] for e in events]}"
     problems = min((mismatches(expected, event) for event in candidates), key=len)
     assert problems == [], "\n".join(problems)
+
+
+# --- the order of events ----------------------------------------------------------------------------------
+
+
+def in_their_order(expected: list[Any], events: list[dict]) -> int | None:
+    """MockServer's ``verify(request1, request2, ...)`` (their ``verifyEvents``): each expected event matches an
+    event sent after the one the previous expected event matched, taking the first that matches. None when all
+    do; else the index of the first expected event with no match after its predecessor's."""
+    position = 0
+    for i, wanted in enumerate(expected):
+        position = next((j + 1 for j in range(position, len(events)) if not mismatches(wanted, events[j])), -1)
+        if position < 0:
+            return i
+    return None
+
+
+def order_problems(events: list[dict]) -> list[str]:
+    """What breaks the order the JVM integration sends events in (their LibraryTest and SparkGenericIntegrationTest:
+    the application's START first and its COMPLETE last, each run's START first and its one terminal event last,
+    RUNNING between them, a child run inside its parent run, event times of a run never going backwards)."""
+    problems: list[str] = []
+    runs: dict[str, list[int]] = {}
+    for i, event in enumerate(events):
+        runs.setdefault(event["run"]["runId"], []).append(i)
+    apps = [run for run, at in runs.items() if "." not in events[at[0]]["job"]["name"]]
+    if not events or len(apps) != 1:
+        return [f"{len(apps)} application runs"]
+    app = runs[apps[0]]
+    if app[0] != 0 or events[0]["eventType"] != "START":
+        problems.append("the application's START is not the first event")
+    if app[-1] != len(events) - 1 or events[-1]["eventType"] not in ("COMPLETE", "FAIL"):
+        problems.append("the application's COMPLETE is not the last event")
+    for at in runs.values():
+        kinds = [events[i]["eventType"] for i in at]
+        name = events[at[0]]["job"]["name"]
+        if kinds[0] != "START" or kinds.count("START") != 1:
+            problems.append(f"{name}: {kinds}: not one START, first")
+        terminals = [k for k in kinds if k in ("COMPLETE", "FAIL", "ABORT")]
+        if terminals and (len(terminals) != 1 or kinds[-1] not in terminals):
+            problems.append(f"{name}: {kinds}: not one terminal event, last")
+        if any(k not in ("START", "RUNNING", "COMPLETE", "FAIL", "ABORT") for k in kinds):
+            problems.append(f"{name}: {kinds}: unexpected event types")
+        times = [events[i]["eventTime"] for i in at]
+        if [_instant(t) for t in times] != sorted(_instant(t) for t in times):
+            problems.append(f"{name}: event times go backwards: {times}")
+        parent = events[at[0]]["run"]["facets"].get("parent", {}).get("run", {}).get("runId")
+        if parent in runs and not (runs[parent][0] < at[0] and at[-1] < runs[parent][-1]):
+            problems.append(f"{name}: not inside its parent run")
+    return problems
+
+
+def _instant(text: str) -> Any:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _event(kind: str, run: str, job: str, parent: str | None = None, time: int = 0) -> dict:
+    facets = {"parent": {"run": {"runId": parent}}} if parent else {}
+    return {"eventType": kind, "eventTime": f"2026-11-23T10:00:{time:02d}+00:00", "job": {"name": job},
+            "run": {"runId": run, "facets": facets}}
+
+
+APP_START, APP_END = _event("START", "a", "app"), _event("COMPLETE", "a", "app", time=9)
+# events (as the file transport delivered them), the problems order_problems finds (as substrings)
+ORDER_CASES = [
+    ([APP_START, _event("START", "x", "app.x", "a", 1), _event("RUNNING", "x", "app.x", "a", 2),
+      _event("COMPLETE", "x", "app.x", "a", 2), APP_END], []),
+    ([_event("START", "x", "app.x", "a"), APP_START, APP_END], ["START is not the first", "inside its parent"]),
+    ([APP_START, APP_END, _event("START", "x", "app.x", "a")], ["COMPLETE is not the last", "inside its parent"]),
+    ([APP_START, _event("COMPLETE", "x", "app.x", "a", 2), _event("START", "x", "app.x", "a", 1), APP_END],
+     ["not one START, first", "not one terminal event, last", "times go backwards"]),
+    ([APP_START, _event("START", "x", "app.x", "a"), _event("COMPLETE", "x", "app.x", "a"),
+      _event("RUNNING", "x", "app.x", "a"), APP_END], ["not one terminal event, last"]),
+    ([APP_START, _event("START", "x", "app.x", "a"), _event("COMPLETE", "x", "app.x", "a"),
+      _event("COMPLETE", "x", "app.x", "a"), APP_END], ["not one terminal event, last"]),
+    ([APP_START, _event("START", "x", "app.x", "a"), APP_END], []),  # a job without an end event (the JVM's too)
+    ([APP_START, _event("START", "b", "other"), APP_END], ["2 application runs"]),
+]
+
+
+@pytest.mark.parametrize("events, found", ORDER_CASES)
+def test_order_problems(events, found):
+    problems = order_problems(events)
+    assert len(problems) == len(found) and all(any(f in p for p in problems) for f in found), problems
+
+
+# expected, events (as letters: an expected item matches an event of the same letter), the first out of order
+SEQUENCE_CASES = [
+    ("abc", "xaybzc", None),
+    ("abc", "acb", 2),  # c was sent before b: nothing after b's match is a c
+    ("ab", "ba", 1),
+    ("aa", "a", 1),  # each expected event needs its own sent event
+    ("", "a", None),
+]
+
+
+@pytest.mark.parametrize("expected, sent, first_missing", SEQUENCE_CASES)
+def test_in_their_order(expected, sent, first_missing):
+    assert in_their_order([{"n": c} for c in expected], [{"n": c} for c in sent]) is first_missing
 
 
 # --- their scripts, run as they run them: spark-submit, the plugin switched on by --conf ---------------------
@@ -292,7 +399,16 @@ SCRIPT_FIXTURES: dict[str, tuple[str, dict[str, str], tuple[str, ...]]] = {
     "emit_metrics": ("testEmitMetrics", {}, ("pysparkMetricsEnd",)),
 }
 #: fixtures we do not match yet, and why (strict xfails)
-SCRIPT_GAPS = {"pysparkMetricsEnd": "the JVM's debug run facet (its Micrometer metrics) is not emitted"}
+SCRIPT_GAPS: dict[str, str] = {}
+#: each script's fixtures as their test verifies them: one verifyEvents(...) call per sequence (MockServer
+#: checks the events of one call arrived in that order); by default all of a script's fixtures in one call
+SCRIPT_SEQUENCES = {script: (fixtures,) for script, (_, _, fixtures) in SCRIPT_FIXTURES.items()} | {
+    "ctas_load": (("pysparkCTASStart", "pysparkCTASEnd", "pysparkLoadStart", "pysparkLoadComplete"),
+                  ("pysparkCTASWithColumnLineageEnd",)),
+}
+#: the tests that read script_events (it runs only the scripts the selected ones need)
+SCRIPT_TESTS = ("test_their_scripts_match_their_expected_events", "test_debug_facet_parts",
+                "test_their_scripts_send_in_their_order")
 # (their spark_hive_catalog.py points Spark at a metastore that does not exist: replayed above instead)
 
 
@@ -331,7 +447,7 @@ def script_events(request, tmp_path_factory, hook_pythonpath) -> dict[str, tuple
     from concurrent.futures import ThreadPoolExecutor
 
     needed = {item.callspec.params["script"] for item in request.session.items
-              if getattr(item, "originalname", "") == "test_their_scripts_match_their_expected_events"}
+              if getattr(item, "originalname", "") in SCRIPT_TESTS}
     base = Path(os.path.realpath(tmp_path_factory.mktemp("jvm_scripts")))
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {script: pool.submit(_run_script, script, base / script, hook_pythonpath, base / f"{script}.state")
@@ -353,8 +469,139 @@ def test_their_scripts_match_their_expected_events(script_events, script, fixtur
     root, events = script_events[script]
     for event in events:
         assert_valid_event(event)
-    expected = json.loads(_their_paths((EXPECTED / f"{fixture}.json").read_text(), root))
-    candidates = [e for e in events if e["eventType"] == expected.get("eventType", e["eventType"])]
-    assert candidates, f"no {expected.get('eventType')} event among {[e['job']['name'] for e in events]}"
-    problems = min((mismatches(expected, event) for event in candidates), key=len)
-    assert problems == [], "\n".join(problems)
+    assert_one_matches(json.loads(_their_paths((EXPECTED / f"{fixture}.json").read_text(), root)), events)
+
+
+@pytest.mark.parametrize("script", list(SCRIPT_FIXTURES))
+def test_their_scripts_send_in_their_order(script_events, script):
+    """Their fixtures in the order their verifyEvents calls verify them, and every run's events in the order the
+    JVM sends them (the file transport writes them in delivery order)."""
+    root, events = script_events[script]
+    for sequence in SCRIPT_SEQUENCES[script]:
+        expected = [json.loads(_their_paths((EXPECTED / f"{f}.json").read_text(), root)) for f in sequence]
+        if not any(f in SCRIPT_GAPS for f in sequence):
+            out_of_order = in_their_order(expected, events)
+            assert out_of_order is None, f"{sequence[out_of_order]} is not sent after {sequence[:out_of_order]}"
+    assert order_problems(events) == []
+
+
+# --- the debug facet --------------------------------------------------------------------------------------
+
+#: The ``debug`` facet of their emit-metrics script's events, beyond their fixture: (event, path, check).
+#: Events: "app" START/COMPLETE, "action" the CREATE TABLE's START/COMPLETE; paths are into the facet.
+DEBUG_PARTS: list[tuple[str, str, Callable[[Any], bool]]] = [
+    ("*", "classpath.openLineageVersion", lambda v: v == _adapter_version()),
+    ("*", "classpath.sparkVersion", lambda v: v == _pyspark_version()),
+    ("*", "classpath.scalaVersion", lambda v: re.fullmatch(r"2\.1[23]\.\d+", v) is not None),
+    ("*", "classpath.classDetails", lambda v: [(c["className"].rsplit(".", 1)[1], c["onClasspath"]) for c in v] == [
+        ("DeltaCatalog", False), ("Catalog", False), ("BigQueryRelation", False)]),
+    ("*", "system.sparkDeployMode", lambda v: v == "client"),
+    ("*", "system.javaVersion", lambda v: re.match(r"\d+", v) is not None),
+    ("*", "system.userTimezone", lambda v: isinstance(v, str) and v != ""),
+    ("*", "config.catalogClass", lambda v: v in ("org.apache.spark.sql.internal.CatalogImpl",  # Spark 3.5
+                                                "org.apache.spark.sql.classic.Catalog")),  # Spark 4
+    ("*", "config.openLineageConfig", lambda v: v["facets.debug.disabled"] == "false" and v["transport.type"] ==
+     "file" and v["namespace"] == "testEmitMetrics"),
+    ("*", "logs", lambda v: v == []),
+    ("app", "logicalPlan", lambda v: v is None),  # no plan behind an application event, as in the JVM
+    ("action", "logicalPlan.nodes", lambda v: len(v) == 1 and v[0]["children"] == [] and re.fullmatch(
+        r"CreateDataSourceTableCommand@-?\d+", v[0]["id"]) is not None and "create_table_emit_test" in v[0]["desc"]),
+    # meters, as they stand when each event is sent
+    ("app START", "metrics.metrics", lambda v: _meters(v) == {"openlineage.spark.event.app.start": 1.0}),
+    ("action START", "metrics.metrics", lambda v: {k: n for k, n in _meters(v).items() if "time" not in k} == {
+        "openlineage.spark.event.app.start": 1.0, "openlineage.spark.event.sql.start": 1.0,
+        "openlineage.spark.event.sql.end": 1.0}),
+    ("action COMPLETE", "metrics.metrics", lambda v: _meters(v)["openlineage.spark.unknownFacet.time"] > 0),
+    ("app COMPLETE", "metrics.metrics", lambda v: {k: n for k, n in _meters(v).items() if "time" not in k} == {
+        "openlineage.spark.event.app.start": 1.0, "openlineage.spark.event.sql.start": 1.0,
+        "openlineage.spark.event.sql.end": 1.0, "openlineage.spark.event.app.end": 1.0}),
+    ("*", "metrics.metrics", lambda v: all(
+        [t["key"] for t in m["tags"]] == ["openlineage.spark.disabled.facets", "openlineage.spark.integration.version",
+                                          "openlineage.spark.version"]
+        and [t["value"] for t in m["tags"]] == ["", _adapter_version(), _pyspark_version()] for m in v)),
+]
+
+
+def _adapter_version() -> str:
+    from spark_plugin.facets import adapter_version
+
+    return adapter_version()
+
+
+def _pyspark_version() -> str:
+    import pyspark
+
+    return pyspark.__version__
+
+
+def _meters(nodes: list[dict]) -> dict[str, float]:
+    return {m["name"]: m["value"] for m in nodes}
+
+
+def _at(node: Any, path: str) -> Any:
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+@pytest.mark.parametrize("script", ["emit_metrics"])
+@pytest.mark.parametrize("which, path, check", DEBUG_PARTS, ids=[f"{w}:{p}" for w, p, _ in DEBUG_PARTS])
+def test_debug_facet_parts(script_events, script, which, path, check):
+    """Every event of their emit-metrics run carries the debug facet (facets.debug.disabled=false), its parts
+    read from the driver as the JVM's DebugRunFacetBuilderDelegate reads them."""
+    _, events = script_events[script]
+    assert [(e["eventType"], e["job"]["name"].count(".")) for e in events] == [
+        ("START", 0), ("START", 2), ("COMPLETE", 2), ("COMPLETE", 0)]
+    for event in events:
+        kind = "app" if "." not in event["job"]["name"] else "action"
+        if which in ("*", kind, f"{kind} {event['eventType']}"):
+            value = _at(event["run"]["facets"]["debug"], path)
+            assert check(value), f"{kind} {event['eventType']}: {path} = {value!r}"
+
+
+def _two_writes(spark: Any, root: str) -> None:
+    """A write with no input dataset (a range), then one with an input and an output."""
+    spark.range(3).write.mode("overwrite").parquet(f"{root}/a")
+    spark.read.parquet(f"{root}/a").write.mode("overwrite").parquet(f"{root}/b")
+
+
+FULL = ("classpath", "config", "logicalPlan", "logs", "metrics", "system")  # an action's facet when enabled
+APP_FULL = tuple(p for p in FULL if p != "logicalPlan")
+ACTION_EVENTS = ("START", "RUNNING", "COMPLETE")  # a write's events (RUNNING: its statistics)
+#: conf -> the debug facet of each event as (facet parts, logs) or None, by (event type, what it is); the
+#: events: the application (app), the range write (a), the read-and-write (b).
+DEBUG_CASES = [
+    ("off_by_default", {}, {}),
+    ("on", {"facets.debug.disabled": "false"}, {("START", "app"): (APP_FULL, []), ("COMPLETE", "app"): (APP_FULL, []),
+                                                 **{(t, w): (FULL, []) for t in ACTION_EVENTS for w in "ab"}}),
+    # the JVM's facets.disabled list replaces its default list (spark_unknown;spark.logicalPlan;debug)
+    ("on_by_list", {"facets.disabled": "[spark_unknown]"}, {
+        ("START", "app"): (APP_FULL, []), ("COMPLETE", "app"): (APP_FULL, []),
+        **{(t, w): (FULL, []) for t in ACTION_EVENTS for w in "ab"}}),
+    ("metrics_disabled", {"facets.debug.disabled": "false", "debug.metricsDisabled": "true"}, {
+        ("START", "app"): (tuple(p for p in APP_FULL if p != "metrics"), []),
+        ("COMPLETE", "app"): (tuple(p for p in APP_FULL if p != "metrics"), []),
+        **{(t, w): (tuple(p for p in FULL if p != "metrics"), []) for t in ACTION_EVENTS for w in "ab"}}),
+    ("over_payload_limit", {"facets.debug.disabled": "false", "debug.payloadSizeLimitInKilobytes": "0"}, {
+        k: (("logs",), ["Skipping debug facet due to payload size: N kilobytes"]) for k in [
+            ("START", "app"), ("COMPLETE", "app"), *((t, w) for t in ACTION_EVENTS for w in "ab")]}),
+    # smart debug: only an action's COMPLETE lacking inputs (any-missing) or outputs, with the reasons
+    ("smart", {"debug.smart": "true"}, {("COMPLETE", "a"): (FULL, ["No input datasets detected"])}),
+    ("smart_when_disabled", {"debug.smart": "true", "facets.debug.disabled": "true"},
+     {("COMPLETE", "a"): (FULL, ["No input datasets detected"])}),
+    ("smart_output_missing", {"debug.smart": "true", "debug.smartMode": "output-missing"}, {}),
+]
+
+
+@pytest.mark.parametrize("conf, expected", [c[1:] for c in DEBUG_CASES], ids=[c[0] for c in DEBUG_CASES])
+def test_debug_facet_keys(spark, workdir, conf, expected):
+    events, _ = run_captured(spark, workdir, _two_writes, {f"spark.openlineage.{k}": v for k, v in conf.items()})
+    found = {}
+    for event in events:
+        outputs = [o["name"].rstrip("/").rsplit("/", 1)[1] for o in event["outputs"]]
+        what = outputs[0] if outputs else "app"
+        debug = event["run"]["facets"].get("debug")
+        if debug is not None:
+            logs = [re.sub(r"\d+ kilobytes", "N kilobytes", log) for log in debug["logs"]]
+            found[(event["eventType"], what)] = (tuple(sorted(k for k in debug if not k.startswith("_"))), logs)
+    assert found == expected

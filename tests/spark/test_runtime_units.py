@@ -13,7 +13,7 @@ import pytest
 
 from emitter.records import JobRef, RunRef
 from spark_plugin import exit_status
-from spark_plugin.config import PluginConfig, parse_tags
+from spark_plugin.config import DebugSettings, PluginConfig, parse_tags
 from spark_plugin.guard import Guard
 
 ROOT_DIR = Path(__file__).resolve().parents[2]
@@ -56,6 +56,17 @@ CONFIGS = [
           run_tags=(("run", "true", "CONFIG"), ("set", "up", "SERVICE")),
           owners=(("person", "John Smith"), ("team", "MyTeam")), unknown=())),
     ("no_tags_no_owners", {}, {}, dict(job_tags=(), run_tags=(), owners=())),
+    ("debug_defaults", {}, {}, dict(debug=DebugSettings(False, "any-missing", False, 100))),
+    ("debug_keys", {P + "debug.smart": "true", P + "debug.smartMode": "output-missing",
+                    P + "debug.metricsDisabled": "true", P + "debug.payloadSizeLimitInKilobytes": "7",
+                    P + "debug.logPlanAsJson": "true"}, {},
+     dict(debug=DebugSettings(True, "output-missing", True, 7), unknown=())),
+    ("debug_bad_values_fall_back", {P + "debug.smartMode": "sometimes", P + "debug.payloadSizeLimitInKilobytes":
+                                    "lots"}, {}, dict(debug=DebugSettings(False, "any-missing", False, 100))),
+    # smart debug sends the debug facet even when it is disabled (the JVM's EventEmitter)
+    ("smart_debug_keeps_the_facet", {P + "debug.smart": "true", P + "facets.debug.disabled": "true"}, {},
+     dict(disabled_facets=frozenset())),
+    ("debug_disabled", {P + "facets.debug.disabled": "true"}, {}, dict(disabled_facets=frozenset({"debug"}))),
     ("unknown_keys", {P + "nmespace": "x", P + "transport.type": "http", P + "transport.auth.apiKey": "k",
                       P + "jobName.appendDatasetName": "false", P + "debugFacet": "enabled",
                       P + "columnLineage.datasetLineageEnabled": "true", P + "python.enabeld": "true"}, {},

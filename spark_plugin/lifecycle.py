@@ -22,7 +22,7 @@ from openlineage.client.facet_v2 import error_message_run, sql_job
 
 from emitter.records import COMPLETE, FAIL, RUNNING, START, Dataset, JobRef, JobType, RunRecord, RunRef
 from emitter.run_ids import new_run_id
-from spark_plugin import exit_status, host_log, rdd_jobs
+from spark_plugin import exit_status, host_log, rdd_jobs, streaming
 from spark_plugin import facets as debug_facets
 from spark_plugin.config import PluginConfig
 from spark_plugin.facets import config_job_facets, config_run_facets, engine_facets, without_disabled
@@ -89,6 +89,7 @@ class Application:
         self._emitter: Any = None
         self._emitter_tried = False
         self._sessions: list[Any] = []  # JVM sessions the listener is registered on
+        self._streams: list[Any] = []  # streaming listeners registered (see spark_plugin.streaming)
         self._proxy: JvmProxy | None = None
         self._original_stop: Any = None
         self._finish_lock = threading.Lock()
@@ -197,6 +198,11 @@ class Application:
         """An RDD action ended on an application thread: queue it (never blocks)."""
         if self.listener.active and action.last_job > action.first_job:
             self.worker.submit(action)
+
+    def on_stream_batch(self, batch: streaming.StreamBatch) -> None:
+        """A streaming query ran a micro-batch (called on Spark's listener thread): queue it (never blocks)."""
+        if self.listener.active:
+            self.worker.submit(batch)
 
     def rdd_records(self, action: rdd_jobs.RddAction) -> list[RunRecord]:
         """START, then COMPLETE/FAIL when it wrote (or failed), of an RDD-only job; nothing when it read and
@@ -333,6 +339,9 @@ class Application:
             records = self._debugged(self.action_records(item), item.qe)
         elif isinstance(item, rdd_jobs.RddAction):
             records = self._debugged(self.guard.call("rdd lineage", self.rdd_records, item) or [])
+        elif isinstance(item, streaming.StreamBatch):
+            records = self._debugged(self.guard.call("streaming lineage", streaming.batch_records, self, item) or [],
+                                     item.qe)
         else:
             if item.job_type is APPLICATION_JOB_TYPE:  # counted in delivery order, as the JVM's listener does
                 self._count(debug_facets.APP_START if item.event_type == START else debug_facets.APP_END)
@@ -430,6 +439,10 @@ class Application:
         jsession = spark._jsparkSession
         if any(known.equals(jsession) for known in self._sessions):
             return
+        if self.sc._jsc.getLocalProperty("spark.sql.execution.id") is not None:
+            # made while a SQL execution runs on this thread: a session Spark hands to Python code, e.g. the batch
+            # session of a foreachBatch function (a clone of the query's session, carrying its listeners already)
+            return
         from pyspark.java_gateway import ensure_callback_server_started
 
         ensure_callback_server_started(self.sc._gateway)
@@ -437,6 +450,9 @@ class Application:
             self._proxy = JvmProxy(self.sc._gateway, self.listener)
         self._proxy.call(jsession.listenerManager(), "register")
         self._sessions.append(jsession)
+        attached = self.guard.call("streaming listener", streaming.attach, self, spark)
+        if attached is not None:
+            self._streams.append(attached)
         if self._poll_session is None:
             self._poll_session = jsession
             if self.debug is not None:
@@ -514,6 +530,9 @@ class Application:
             assert proxy is not None  # set before the first session was registered
             self.guard.call("unregister", proxy.call, jsession.listenerManager(), "unregister")
         self._sessions.clear()
+        for attached in self._streams:
+            self.guard.call("unregister", streaming.detach, attached)
+        self._streams.clear()
 
 
 # ---- process-wide entry points --------------------------------------------------------------------------

@@ -56,6 +56,9 @@ FILTERED_ROOTS: frozenset[str] = frozenset(
     }
 )
 _KEPT_WHEN_STREAMING = frozenset({"org.apache.spark.sql.catalyst.plans.logical.Project"})
+#: Streaming leaves whose ``isStreaming`` is a constant (absent from their JSON): a micro-batch of a V2 source
+#: (rate, Kafka...) is streaming like one of a file source's ``LogicalRelation(isStreaming=true)``.
+_STREAMING_LEAVES = frozenset({"StreamingDataSourceV2Relation", "StreamingDataSourceV2ScanRelation"})
 
 #: Spark SQL metric name -> outputStatistics field (BasicWriteJobStatsTracker's metrics).
 _STAT_METRICS: tuple[tuple[str, str], ...] = (
@@ -105,7 +108,7 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
         log.warning("cannot serialize the plan of %s", func_name or "an action", exc_info=True)
         root = PlanNode(jplan.getClass().getName(), {}, (), (), ())
     nodes = list(plan_tree.walk(root))
-    streaming = any(n.fields.get("isStreaming") is True for n in nodes)
+    streaming = any(n.fields.get("isStreaming") is True or n.name in _STREAMING_LEAVES for n in nodes)
     if root.cls in FILTERED_ROOTS and not (streaming and root.cls in _KEPT_WHEN_STREAMING):
         return None
 

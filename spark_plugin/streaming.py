@@ -35,9 +35,10 @@ exception after a batch no progress reported gives that batch a START and FAIL.
 Bounds: the listener keeps one handle per *active* query (dropped when it terminates); nothing is kept per
 batch; one queued item and one START+COMPLETE pair per executed micro-batch (idle triggers give nothing, the
 JVM also sends RUNNING events per Spark job); the queue is the worker's bounded queue (full -> dropped and
-counted). Limitation: the progress event is delivered asynchronously; when the query has already started its
-next batch by then (back-to-back batches), the run is read from that newer batch's plan (same job name and
-sink, the input files of that batch).
+counted). Limitation: the progress event is delivered asynchronously; when the query has already begun its
+next batch by then (batches back to back: the default trigger, ``availableNow`` with a file or row limit), the
+execution read is that newer batch's: same job name and sinks, and a file source that read a single file is
+named by its directory (the JVM's name for a batch of several files), never by another batch's file.
 """
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from emitter.records import COMPLETE, FAIL, START, RunRecord
+from emitter.records import COMPLETE, FAIL, START, Dataset, RunRecord
 from emitter.run_ids import new_run_id
 
 if TYPE_CHECKING:
@@ -165,8 +166,39 @@ def _sink_outputs(app: Application, qe: Any) -> tuple[Any, ...]:
     return (plan_lineage._FacetBuilder(app.spark_conf).dataset(raw),)
 
 
+def _files_as_directories(app: Application, qe: Any, inputs: tuple[Dataset, ...]) -> tuple[Dataset, ...]:
+    """``inputs`` with each streaming file relation's single file named by its directory instead: what a batch
+    of several files is named, and true of whichever batch read it (see :func:`batch_records`)."""
+    from spark_plugin import plan_lineage, plan_tree
+    from spark_plugin.plan_context import PlanContext, path_raw
+
+    jplan = qe.optimizedPlan()
+    root = plan_tree.parse_plan(jplan)
+    ctx = PlanContext(qe, root, jplan, app.spark_conf)
+    facets = plan_lineage._FacetBuilder(app.spark_conf)
+    renames: dict[tuple[str, str], tuple[str, str]] = {}
+    for node in plan_tree.walk(root):
+        if node.name != "LogicalRelation" or node.fields.get("isStreaming") is not True:
+            continue
+        paths = ctx.jvm_node(node).relation().location().rootPaths()
+        if paths.size() != 1 or not ctx.is_file(paths.apply(0).toString()):
+            continue
+        file = path_raw(paths.apply(0).toString())
+        directory = path_raw(paths.apply(0).toString().rsplit("/", 1)[0])
+        renames[(file.namespace, facets._name(file.name))] = (directory.namespace, facets._name(directory.name))
+    out: dict[tuple[str, str], Dataset] = {}
+    for ds in inputs:
+        namespace, name = renames.get((ds.namespace, ds.name), (ds.namespace, ds.name))
+        out.setdefault((namespace, name), Dataset(namespace, name, facets=ds.facets, io_facets=ds.io_facets))
+    return tuple(out.values())
+
+
 def batch_records(app: Application, batch: StreamBatch) -> list[RunRecord]:
-    """START and COMPLETE (FAIL) of one micro-batch; nothing when the JVM would filter its plan."""
+    """START and COMPLETE (FAIL) of one micro-batch; nothing when the JVM would filter its plan.
+
+    When the query had already begun its next batch when the progress event came (batches back to back), the
+    execution read is that next batch's: same job name and sinks, but its file source may have read other files,
+    so a single file is named by its directory rather than attributing the wrong file to this batch."""
     from spark_plugin import plan_lineage
 
     if batch.qe is None:
@@ -176,6 +208,8 @@ def batch_records(app: Application, batch: StreamBatch) -> list[RunRecord]:
         return []
     lineage = attrs.evolve(lineage, processing_type="STREAMING" if batch.qe.optimizedPlan().isStreaming()
                            else "BATCH")
+    if batch.error is None and int(batch.qe.currentBatchId()) != batch.batch_id:
+        lineage = attrs.evolve(lineage, inputs=_files_as_directories(app, batch.qe, lineage.inputs))
     run_id = new_run_id(batch.start)
     records = [app._action_record(START, batch.start, lineage, run_id, io_facets=False)]
     sinks = _sink_outputs(app, batch.qe)

@@ -220,3 +220,37 @@ def test_one_run_per_executed_batch(spark, workdir):
     ran = int(Path(workdir, "batches_ran").read_text())
     assert ran >= 2
     assert _runs(events, workdir, "") == [(SC, f"{APP}.project", STREAMING, (), ())] * ran
+
+
+# (id, files, whether the progress event came after the next batch began, expected input names of the run)
+RACES = [
+    ("own_batch_single_file", ["f0.csv"], False, ["in/f0.csv"]),
+    ("next_batch_single_file", ["f0.csv"], True, ["in"]),  # never another batch's file: the directory
+    ("next_batch_two_files", ["f0.csv", "f1.csv"], True, ["in"]),
+]
+
+
+@pytest.mark.parametrize("name,files,raced,expected", RACES, ids=[r[0] for r in RACES])
+def test_execution_of_a_later_batch(spark, workdir, name, files, raced, expected):
+    """The run of a batch whose progress event was read when the query's last execution was already a later
+    batch's (simulated by the batch id the listener hands over, with the real execution of a finished query)."""
+    from spark_plugin import lifecycle, streaming
+
+    for file in files:
+        _write(Path(workdir, "in", file), "1,x\n")
+    got: list[list[dict]] = []
+
+    def query_then_records(spark: Any, workdir: str) -> None:
+        query = _csv_stream(spark, workdir).writeStream.format("parquet").option("path", f"{workdir}/out") \
+            .option("checkpointLocation", f"{workdir}/ck").trigger(availableNow=True).start()
+        query.awaitTermination()
+        qe = query._jsq.streamingQuery().lastExecution()
+        batch_id = int(qe.currentBatchId()) - (1 if raced else 0)
+        app = lifecycle.applications()[0]
+        now = streaming.datetime.now(streaming.timezone.utc)
+        records = streaming.batch_records(app, streaming.StreamBatch(None, batch_id, now, now, qe))
+        got.append([{"type": r.event_type, "inputs": [d.name for d in r.inputs]} for r in records])
+
+    run_captured(spark, workdir, query_then_records)
+    names = [f"{workdir}/{e}" for e in expected]
+    assert got == [[{"type": "START", "inputs": names}, {"type": "COMPLETE", "inputs": names}]]

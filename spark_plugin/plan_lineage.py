@@ -56,6 +56,37 @@ FILTERED_ROOTS: frozenset[str] = frozenset(
     }
 )
 _KEPT_WHEN_STREAMING = frozenset({"org.apache.spark.sql.catalyst.plans.logical.Project"})
+
+# Nested executions (Spark 3.4+). A CTAS runs its write as a SQL execution of its own inside the command's
+# (SPARK-41713), and Spark 4's saveAsTable adds one more level (SaveAsV1TableCommand runs the CTAS). The JVM
+# integration makes one run per SQL execution (OpenLineageSparkListener -> one SparkSQLExecutionContext per
+# execution id, no rootExecutionId check, no filter for nested ones), each named from its own executed plan
+# (JobNameBuilder, cached per execution), so it emits every level; its CTAS fixtures (pysparkCTAS*, OCTAS*) had
+# the job name and lifecycle removed in its Spark 3.4 commit so that the inner insert's events match them. Per
+# execution, inner first (the order the listener reports them), `t` a managed table of `default`:
+#
+# | action (Spark)                      | runs the JVM emits                                   | output of each run   |
+# |-------------------------------------|------------------------------------------------------|----------------------|
+# | CTAS USING parquet (3.5, 4.x)       | execute_insert_into_hadoop_fs_relation_command.      | path, OVERWRITE, no  |
+# |                                     |   warehouse_t                                        |   symlink (*)        |
+# |                                     | execute_create_data_source_table_as_select_command.  | table + symlink,     |
+# |                                     |   default_t                                          |   CREATE             |
+# | saveAsTable new / overwrite (3.5)   | the same two (overwrite drops and re-creates)        | the same             |
+# | saveAsTable append, table exists    | insert (catalogTable set: symlink, no state), CTAS   | CTAS: CREATE (JVM)   |
+# | saveAsTable any mode (4.x)          | the same, then execute_save_as_v1_table_command      | none: no visitor, a  |
+# |                                     |   (no suffix)                                        |   leaf: no inputs    |
+# | CTAS STORED AS textfile (Hive)      | execute_insert_into_hive_table.warehouse_t           | symlink, no state    |
+# |                                     | execute_create_hive_table_as_select_command.default_t| symlink, CREATE      |
+# | CTAS STORED AS parquet (Hive, conv.)| insert_into_hadoop_fs_relation (catalogTable set),   | symlink; CTAS CREATE |
+# |                                     |   then the Hive CTAS                                 |                      |
+# | INSERT [OVERWRITE] into a table     | one run, not nested                                  | symlink [+OVERWRITE] |
+#
+# (*) the one difference: the nested insert writes the table's default location before the table exists, so
+# Spark gives it no catalogTable and the JVM no symlink; ours names the table there (plan_outputs
+# ._default_location_table), so every write to a catalog table carries its symlink and its own lifecycle state.
+#: Roots whose writes run as nested executions reported on their own (Spark 4's saveAsTable wrapper): as in the
+#: JVM, which has no visitor for them and does not look into their query (a leaf), their run has no datasets.
+DELEGATING_ROOTS = frozenset({"SaveAsV1TableCommand"})
 #: Streaming leaves whose ``isStreaming`` is a constant (absent from their JSON): a micro-batch of a V2 source
 #: (rate, Kafka...) is streaming like one of a file source's ``LogicalRelation(isStreaming=true)``.
 _STREAMING_LEAVES = frozenset({"StreamingDataSourceV2Relation", "StreamingDataSourceV2ScanRelation"})
@@ -178,7 +209,8 @@ def _unknown_entries(root: PlanNode, read_by: list[tuple[PlanNode, list[RawDatas
     its node (as Spark's JSON), the attributes it reads (its children's output) and those it produces."""
     handled = {node.path for node, _ in read_by}
     leaves = [n for n in plan_tree.walk(root) if not n.children and n.path not in handled
-              and not n.cls.startswith("org.apache.spark.sql.catalyst.expressions")]
+              and not n.cls.startswith("org.apache.spark.sql.catalyst.expressions")
+              and root.name not in DELEGATING_ROOTS]  # the JVM does not look into those (leaf commands)
     output = None
     if root.name not in OUTPUT_HANDLERS:
         output = _entry(root, [a for child in root.children for a in _node_output(child)])
@@ -244,7 +276,10 @@ def _with_column_lineage(output: Dataset, jplan: Any, root: PlanNode,
 
 
 def _input_nodes(root: PlanNode) -> list[PlanNode]:
-    """Relations anywhere in the plan (children and nested trees), except a write command's target."""
+    """Relations anywhere in the plan (children and nested trees), except a write command's target; none
+    under a :data:`DELEGATING_ROOTS` command (its nested executions report them)."""
+    if root.name in DELEGATING_ROOTS:
+        return []
     skip = TARGET_FIELDS.get(root.name, frozenset())
     depth = len(root.path)
     trees = [root] if not skip else [*root.children, *(t for t in root.nested if t.path[depth][1] not in skip)]

@@ -15,11 +15,11 @@ from spark_plugin.plan_context import (
     RawDataset,
     Schema,
     _identifier,
+    _location,
     catalog_table_raw,
     hive_catalog,
     lookup_table_raw,
     path_raw,
-    table_location,
     table_raw,
     trim_path,
 )
@@ -40,7 +40,13 @@ def _query_schema(jcmd: Any) -> Schema | None:
 
 def _insert_hadoop_fs(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     """``InsertIntoHadoopFsRelationCommand``: output path (with the table's symlink when it is one);
-    OVERWRITE in overwrite mode; suffix = last two path segments."""
+    OVERWRITE in overwrite mode; suffix = last two path segments, also for a table (the JVM's
+    ``InsertIntoHadoopFsRelationVisitor``).
+
+    The nested insert a CTAS or ``saveAsTable`` runs (Spark 3.4+, see :mod:`spark_plugin.plan_lineage`)
+    carries no ``catalogTable`` while the table does not exist yet: it writes the table's default location,
+    and gets the symlink of the table that lives there (:func:`_default_location_table`), where the JVM
+    gives none."""
     jcmd = ctx.jvm_node(node)
     location = jcmd.outputPath().toString()
     schema = _query_schema(jcmd)
@@ -51,7 +57,37 @@ def _insert_hadoop_fs(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
         raw = table_raw(ctx, location, database, table, schema, lifecycle=lifecycle)
     else:
         raw = path_raw(location, schema, lifecycle=lifecycle)
+        owner = _default_location_table(ctx, raw)
+        if owner is not None:
+            raw = table_raw(ctx, location, *owner, schema, lifecycle=lifecycle)
     return [attrs.evolve(raw, suffix=trim_path(raw.name))]
+
+
+def _default_location_table(ctx: PlanContext, raw: RawDataset) -> tuple[str, str] | None:
+    """(database, table) of the session catalog whose default location ``raw`` is: ``{warehouse}/{table}``
+    in ``default``, ``{warehouse}/{db}.db/{table}`` in ``db``, each checked against the database's location
+    in the catalog. That is where a CTAS or ``saveAsTable`` writes a managed table before it creates (or
+    re-creates) it, so the table need not exist yet; a path written elsewhere costs no py4j call beyond the
+    warehouse lookup (two calls, once per action)."""
+    warehouse = ctx.warehouse
+    if not warehouse:
+        return None
+    here = _location(raw.namespace, raw.name)
+    parent, _, table = here.rpartition("/")
+    if parent == warehouse:
+        database = "default"
+    elif parent.rpartition("/")[0] == warehouse and parent.endswith(".db"):
+        database = parent.rpartition("/")[2][: -len(".db")]
+    else:
+        return None
+    if not table or not database:
+        return None
+    try:  # a database made with its own LOCATION keeps its tables elsewhere: this is then just a folder
+        found = ctx.catalog.getDatabaseMetadata(database).locationUri().toString()
+    except Exception:  # noqa: BLE001 - no such database: a folder of the warehouse, not a table
+        return None
+    namespace, name = naming.path_dataset(found)
+    return (database, table) if _location(namespace, name).rstrip("/") == parent else None
 
 
 def _db_table_suffix(database: str | None, table: str) -> str:
@@ -278,20 +314,6 @@ def _v2_drop(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     return _v2_identifier_raws(ctx, ctx.jvm_node(node).child(), None, "DROP")
 
 
-def _save_as_v1_table(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
-    """``SaveAsV1TableCommand`` (Spark 4's ``saveAsTable`` wrapper around the CTAS/insert it runs as
-    a nested action; unknown to the JVM integration): the table, CREATE for ErrorIfExists, OVERWRITE
-    for Overwrite; suffix ``db_table`` like CTAS."""
-    jcmd = ctx.jvm_node(node)
-    database, table = _identifier((node.fields.get("tableDesc") or {}).get("identifier"))
-    database = database or ctx.catalog.getCurrentDatabase()  # saveAsTable('t') is not qualified yet
-    lifecycle = {"Overwrite": "OVERWRITE", "ErrorIfExists": "CREATE"}.get(_mode(jcmd))
-    jident = ctx.jvm.org.apache.spark.sql.catalyst.TableIdentifier(table, ctx.jvm.scala.Some(database))
-    jtable = ctx.catalog.getTableMetadata(jident)
-    raw = table_raw(ctx, table_location(ctx, jtable), database, table, _query_schema(jcmd), lifecycle=lifecycle)
-    return [attrs.evolve(hive_catalog(ctx, raw), suffix=_db_table_suffix(database, table))]
-
-
 OutputHandler = Callable[[PlanContext, PlanNode], list[RawDataset]]
 
 #: Root command simple class name -> output datasets (with the job name suffix on the first).
@@ -311,7 +333,6 @@ OUTPUT_HANDLERS: dict[str, OutputHandler] = {
     "InsertIntoDataSourceDirCommand": _insert_dir,
     "InsertIntoHiveDirCommand": _insert_dir,
     "SaveIntoDataSourceCommand": _save_into_datasource,
-    "SaveAsV1TableCommand": _save_as_v1_table,
     "AppendData": _v2_write(None, suffix_with_catalog=True),
     "OverwriteByExpression": _v2_write("OVERWRITE", suffix_with_catalog=False),
     "OverwritePartitionsDynamic": _v2_write("OVERWRITE", suffix_with_catalog=False),

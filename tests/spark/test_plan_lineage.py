@@ -45,8 +45,8 @@ class Case(NamedTuple):
 
 
 #: Spark 4 differs from 3.5 in a few places, each as the JVM integration sees it on that version: it drops the
-#: text of a plain CREATE TABLE (no `sql` facet), wraps saveAsTable in one more command, and names a V2
-#: relation with its catalog.
+#: text of a plain CREATE TABLE (no `sql` facet), wraps saveAsTable in one more command (NESTED_CASES), and
+#: names a V2 relation with its catalog.
 SPARK_4 = int(pyspark.__version__.split(".")[0]) >= 4
 
 
@@ -153,19 +153,11 @@ CASES = [
          ["execute_create_data_source_table_command.default_t_{id}"], [],
          [table("t_{id}", ("a:string", "b:string"), "CREATE")],
          sql=on_spark_3("create table t_{id} (a string, b string) using parquet")),
-    Case("ctas", SRC, "spark.sql('create table t_{id} using parquet as select * from parquet.`{tmp}/in/src`')",
-         [f"{W}.warehouse_t_{{id}}", "execute_create_data_source_table_as_select_command.default_t_{id}"],
-         [SRC_DS], [table("t_{id}", lifecycle="CREATE")],
-         sql="create table t_{id} using parquet as select * from parquet.`{tmp}/in/src`"),
     Case("ctas_from_values_has_no_input", "",
          "spark.sql('create table t_{id} using parquet as select * from values (1, 2) as v(a, b)')",
          [f"{W}.warehouse_t_{{id}}", "execute_create_data_source_table_as_select_command.default_t_{id}"],
          [], [table("t_{id}", ("a:integer", "b:integer"), "CREATE")],
          sql="create table t_{id} using parquet as select * from values (1, 2) as v(a, b)"),
-    Case("save_as_table", SRC, "spark.read.parquet('{tmp}/in/src').write.saveAsTable('t_{id}')",
-         [f"{W}.warehouse_t_{{id}}", "execute_create_data_source_table_as_select_command.default_t_{id}",
-          *(["execute_save_as_v1_table_command.default_t_{id}"] if SPARK_4 else [])],
-         [SRC_DS], [table("t_{id}", lifecycle="CREATE")]),
     Case("insert_into_select", SRC + "; spark.sql('create table t_{id} (key int, value string) using parquet')",
          "spark.sql('insert into t_{id} select * from parquet.`{tmp}/in/src`')",
          [f"{W}.warehouse_t_{{id}}"], [SRC_DS], [table("t_{id}")],
@@ -334,20 +326,27 @@ def _seen(dataset: Any) -> Ds:
     )
 
 
-def _run(session: Any, capture: Any, case: Case, tmp: str, wh: str) -> None:
-    ident = case.id.replace("-", "_")
-    sub = {"{tmp}": tmp, "{wh}": wh, "{id}": ident, "{url}": f"jdbc:derby:{tmp}/db;create=true", "{cat}": f"c_{ident}"}
+def _filler(sub: dict[str, str]) -> Any:
+    """A function filling the placeholders of ``sub`` into strings, also inside tuples, lists and Ds/Run rows."""
 
     def fill(text: Any) -> Any:
         if isinstance(text, str):
             for key, value in sub.items():
                 text = text.replace(key, value)
             return text
-        if isinstance(text, tuple) and not isinstance(text, Ds):
-            return tuple(fill(t) for t in text)
-        if isinstance(text, Ds):
-            return Ds(*(fill(t) for t in text))
+        if isinstance(text, (Ds, Run)):
+            return type(text)(*(fill(t) for t in text))
+        if isinstance(text, (tuple, list)):
+            return type(text)(fill(t) for t in text)
         return text
+
+    return fill
+
+
+def _run(session: Any, capture: Any, case: Case, tmp: str, wh: str) -> None:
+    ident = case.id.replace("-", "_")
+    sub = {"{tmp}": tmp, "{wh}": wh, "{id}": ident, "{url}": f"jdbc:derby:{tmp}/db;create=true", "{cat}": f"c_{ident}"}
+    fill = _filler(sub)
 
     session.conf.set(f"spark.sql.catalog.c_{ident}",
                      "org.apache.spark.sql.execution.datasources.v2.jdbc.JDBCTableCatalog")
@@ -387,6 +386,122 @@ def test_action_lineage(spark, qe_capture, workdir, case):
 @pytest.mark.parametrize("case", HIVE_CASES, ids=[c.id for c in HIVE_CASES])
 def test_action_lineage_hive_catalog(hive_spark, hive_qe_capture, workdir, case):
     _run(hive_spark, hive_qe_capture, case, workdir, _warehouse(hive_spark))
+
+
+# --- nested executions (Spark 3.4+): one run per SQL execution, as the JVM integration ---------------------------
+
+
+class Run(NamedTuple):
+    """One SQL execution of an action, as our lineage (and the JVM's) reports it: the job name part, inputs,
+    outputs (symlink and lifecycleStateChange included)."""
+
+    job: str
+    inputs: list[Ds]
+    outputs: list[Ds]
+
+
+class Nested(NamedTuple):
+    id: str
+    hive: bool  # the Hive session (``{wh}`` its warehouse) or the in-memory one
+    setup: str
+    action: str
+    runs: list[Run]  # every execution the action ran, in the order the listener reports them (inner first)
+
+
+CTAS = "execute_create_data_source_table_as_select_command"
+HIVE_CTAS = "execute_create_hive_table_as_select_command"
+HIVE_INSERT = "execute_insert_into_hive_table"
+#: Spark 4 runs saveAsTable as SaveAsV1TableCommand around the CTAS: the JVM names it by its command alone
+#: (it has no visitor, and the command is a leaf: no inputs either) and so do we.
+SAVE_AS_V1 = [Run("execute_save_as_v1_table_command", [], [])] if SPARK_4 else []
+KV_SRC = "spark.createDataFrame([(1, 'a')], 'key int, value string')"
+
+
+NESTED_CASES = [
+    # the inner insert writes the table's default location before the table exists (no catalogTable): the
+    # JVM names its run by path and gives no symlink; we name it the same and add the table's symlink
+    Nested("ctas", False, SRC, "spark.sql('create table t_{id} using parquet as select * from parquet.`{tmp}/in/src`')",
+           [Run(f"{W}.warehouse_t_{{id}}", [SRC_DS], [table("t_{id}", lifecycle="OVERWRITE")]),
+            Run(f"{CTAS}.default_t_{{id}}", [SRC_DS], [table("t_{id}", lifecycle="CREATE")])]),
+    Nested("save_as_table", False, SRC, "spark.read.parquet('{tmp}/in/src').write.saveAsTable('t_{id}')",
+           [Run(f"{W}.warehouse_t_{{id}}", [SRC_DS], [table("t_{id}", lifecycle="OVERWRITE")]),
+            Run(f"{CTAS}.default_t_{{id}}", [SRC_DS], [table("t_{id}", lifecycle="CREATE")]), *SAVE_AS_V1]),
+    # overwrite drops the table and runs a CTAS: again no catalogTable on the insert
+    Nested("save_as_table_overwrite", False, SRC + "; spark.read.parquet('{tmp}/in/src').write.saveAsTable('t_{id}')",
+           "spark.read.parquet('{tmp}/in/src').write.mode('overwrite').saveAsTable('t_{id}')",
+           [Run(f"{W}.warehouse_t_{{id}}", [SRC_DS], [table("t_{id}", lifecycle="OVERWRITE")]),
+            Run(f"{CTAS}.default_t_{{id}}", [SRC_DS], [table("t_{id}", lifecycle="CREATE")]), *SAVE_AS_V1]),
+    # append into an existing table: Spark gives the insert the table; the CTAS says CREATE (as the JVM's visitor)
+    Nested("save_as_table_append", False, SRC + "; spark.read.parquet('{tmp}/in/src').write.saveAsTable('t_{id}')",
+           "spark.read.parquet('{tmp}/in/src').write.mode('append').saveAsTable('t_{id}')",
+           [Run(f"{W}.warehouse_t_{{id}}", [SRC_DS], [table("t_{id}")]),
+            Run(f"{CTAS}.default_t_{{id}}", [SRC_DS], [table("t_{id}", lifecycle="CREATE")]), *SAVE_AS_V1]),
+    Nested("ctas_in_a_database", False, SRC + "; spark.sql('create database d_{id}')",
+           "spark.sql('create table d_{id}.t using parquet as select * from parquet.`{tmp}/in/src`')",
+           [Run(f"{W}.d_{{id}}_db_t", [SRC_DS],
+                [Ds("file", "{wh}/d_{id}.db/t", SCHEMA_KV, "OVERWRITE", ("file:{wh}", "d_{id}.t"))]),
+            Run(f"{CTAS}.d_{{id}}_t", [SRC_DS],
+                [Ds("file", "{wh}/d_{id}.db/t", SCHEMA_KV, "CREATE", ("file:{wh}", "d_{id}.t"))])]),
+    # a table outside the warehouse has no symlink (as the JVM's PathUtils), nested or not
+    Nested("ctas_with_a_location", False, SRC,
+           "spark.sql(\"create table t_{id} using parquet location '{tmp}/ext' "
+           "as select * from parquet.`{tmp}/in/src`\")",
+           [Run(f"{W}.{{leaf}}_ext", [SRC_DS], [Ds("file", "{tmp}/ext", SCHEMA_KV, "OVERWRITE")]),
+            Run(f"{CTAS}.default_t_{{id}}", [SRC_DS], [Ds("file", "{tmp}/ext", SCHEMA_KV, "CREATE")])]),
+    # not nested: one run, the table's symlink and OVERWRITE
+    Nested("insert_overwrite_table", False, "spark.sql('create table t_{id} (key int, value string) using parquet')",
+           "spark.sql(\"insert overwrite t_{id} values (1, 'x')\")",
+           [Run(f"{W}.warehouse_t_{{id}}", [], [table("t_{id}", lifecycle="OVERWRITE")])]),
+    # a path written into the default location of a table that is not there (yet) is that table's location
+    Nested("path_write_into_the_warehouse", False, "", KV_SRC + ".write.parquet('{wh}/p_{id}')",
+           [Run(f"{W}.warehouse_p_{{id}}", [], [table("p_{id}")])]),
+    # ... but not in the folder of a database that keeps its tables elsewhere
+    Nested("path_write_into_a_relocated_database_folder", False,
+           "spark.sql(\"create database d_{id} location '{tmp}/dbs/d'\")",
+           KV_SRC + ".write.parquet('{wh}/d_{id}.db/p')",
+           [Run(f"{W}.d_{{id}}_db_p", [], [Ds("file", "{wh}/d_{id}.db/p", SCHEMA_KV)])]),
+    # --- the Hive session: Hive serde CTAS runs InsertIntoHiveTable (the table exists by then: symlink, no state)
+    Nested("hive_ctas", True, "spark.sql(\"create table s_{id} using parquet as select 1 key, 'a' value\")",
+           "spark.sql('create table h_{id} stored as textfile as select * from s_{id}')",
+           [Run(f"{HIVE_INSERT}.hive_warehouse_h_{{id}}", [table("s_{id}")], [table("h_{id}")]),
+            Run(f"{HIVE_CTAS}.default_h_{{id}}", [table("s_{id}")], [table("h_{id}", lifecycle="CREATE")])]),
+    # stored as parquet: Spark converts the insert to a data source one, with the table
+    Nested("hive_ctas_converted_to_a_datasource_insert", True,
+           "spark.sql(\"create table s_{id} using parquet as select 1 key, 'a' value\")",
+           "spark.sql('create table h_{id} stored as parquet as select * from s_{id}')",
+           [Run(f"{W}.hive_warehouse_h_{{id}}", [table("s_{id}")], [table("h_{id}")]),
+            Run(f"{HIVE_CTAS}.default_h_{{id}}", [table("s_{id}")], [table("h_{id}", lifecycle="CREATE")])]),
+    Nested("hive_save_as_table_overwrite", True,
+           "spark.sql(\"create table s_{id} using parquet as select 1 key, 'a' value\"); "
+           "spark.table('s_{id}').write.format('hive').saveAsTable('h_{id}')",
+           "spark.table('s_{id}').write.mode('overwrite').format('hive').saveAsTable('h_{id}')",
+           [Run(f"{HIVE_INSERT}.hive_warehouse_h_{{id}}", [table("s_{id}")], [table("h_{id}")]),
+            Run(f"{HIVE_CTAS}.default_h_{{id}}", [table("s_{id}")], [table("h_{id}", lifecycle="CREATE")]),
+            *SAVE_AS_V1]),
+    Nested("hive_session_datasource_save_as_table", True, "",
+           KV_SRC + ".write.saveAsTable('h_{id}')",
+           [Run(f"{W}.hive_warehouse_h_{{id}}", [], [table("h_{id}", lifecycle="OVERWRITE")]),
+            Run(f"{CTAS}.default_h_{{id}}", [], [table("h_{id}", lifecycle="CREATE")]), *SAVE_AS_V1]),
+]
+
+
+@pytest.mark.parametrize("case", NESTED_CASES, ids=[c.id for c in NESTED_CASES])
+def test_nested_executions(request, workdir, case):
+    """Every execution of an action (inner inserts of CTAS and saveAsTable too): its job name part and its
+    datasets, symlinks and lifecycle states included."""
+    session = request.getfixturevalue("hive_spark" if case.hive else "spark")
+    capture = request.getfixturevalue("hive_qe_capture" if case.hive else "qe_capture")
+    ident = f"n_{case.id}"
+    fill = _filler({"{tmp}": workdir, "{wh}": _warehouse(session), "{id}": ident,
+                    "{leaf}": workdir.rsplit("/", 1)[-1]})
+    env = {"spark": session}
+    if case.setup:
+        exec(fill(case.setup), env)
+    calls = capture.run(lambda: exec(fill(case.action), env))
+    results = [action_lineage(qe, {}, func_name=name) for name, qe in calls]
+    seen = [Run(r.job_suffix, [_seen(d) for d in r.inputs], [_seen(d) for d in r.outputs]) if r else None
+            for r in results]
+    assert seen == fill(case.runs)
 
 
 # --- the dataset `catalog` facet ------------------------------------------------------------------------

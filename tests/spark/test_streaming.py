@@ -152,10 +152,19 @@ def _runs(events: list[dict], workdir: str, table_dir: str) -> list[Run]:
 
 @pytest.mark.parametrize("name,files,query,expected", CASES, ids=[c[0] for c in CASES])
 def test_micro_batch_runs(spark, workdir, name, files, query, expected):
+    from spark_plugin import lifecycle
+
     for path, content in files.items():
         _write(Path(workdir, path), content)
+    kept: list[list[dict]] = []
+
+    def query_then_state(spark: Any, workdir: str) -> None:
+        query(spark, workdir)
+        spark._jsparkSession.sparkContext().listenerBus().waitUntilEmpty()  # the terminations are delivered
+        kept.append([dict(attached[1].queries) for attached in lifecycle.applications()[0]._streams])
+
     try:
-        events, app = run_captured(spark, workdir, query)
+        events, app = run_captured(spark, workdir, query_then_state)
     finally:
         spark.sql("DROP TABLE IF EXISTS stream_sink_json")
     wd = "_".join(workdir.rstrip("/").split("/")[-1:])  # trimPath: the last two segments of {workdir}/fb
@@ -169,8 +178,8 @@ def test_micro_batch_runs(spark, workdir, name, files, query, expected):
             assert facets["jobType"]["jobType"] == "SQL_JOB" and facets["jobType"]["integration"] == "SPARK"
             assert parent_of(event) == ("default", APP, application["run"]["runId"],
                                         "default", APP, application["run"]["runId"])
-    for attached in app._streams:  # nothing kept once the queries ended
-        assert attached[1].queries == {}
+    assert kept == [[{}]]  # one listener (one session), holding nothing once its queries ended
+    assert not app.guard.failures  # no callback, worker step or detach failed along the way
 
 
 def test_table_output_on_end(spark, workdir):

@@ -56,7 +56,8 @@ def _utc(ms: int) -> datetime:
 
 
 def _without_io_facets(datasets: tuple[Dataset, ...]) -> tuple[Dataset, ...]:
-    # statistics (outputStatistics...) describe a finished run: START events carry none, as in the JVM
+    # output statistics describe a finished run: START events carry none, as in the JVM (whose inputStatistics
+    # come from the plan's relations, on every event)
     return tuple(Dataset(ds.namespace, ds.name, facets=ds.facets) for ds in datasets)
 
 
@@ -145,7 +146,7 @@ class Application:
         job, job_facets, job_type = self._action_job(lineage, job_suffix)
         inputs, outputs = tuple(lineage.inputs), tuple(lineage.outputs)
         if not io_facets:
-            inputs, outputs = _without_io_facets(inputs), _without_io_facets(outputs)
+            outputs = _without_io_facets(outputs)
         run_facets = self.facets if run_facets is None else run_facets
         if lineage.logical_plan is not None:
             from spark_plugin.plan_lineage import LogicalPlanRunFacet

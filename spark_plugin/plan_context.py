@@ -44,6 +44,8 @@ class RawDataset:
     catalog: Catalog | None = None  # the Hive ``catalog`` facet (see :func:`hive_catalog`)
     #: suffix for the action job name (the JVM's JobNameSuffixProvider), outputs only
     suffix: str | None = None
+    #: the ``inputStatistics`` input facet's fields as (field, value) pairs, inputs only (plan_inputs reads them)
+    input_stats: tuple[tuple[str, int], ...] = ()
 
 
 class PlanContext:

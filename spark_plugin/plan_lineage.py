@@ -18,6 +18,7 @@ import attrs
 from openlineage.client.facet_v2 import (
     RunFacet,
     datasource_dataset,
+    input_statistics_input_dataset,
     lifecycle_state_change_dataset,
     output_statistics_output_dataset,
     symlinks_dataset,
@@ -411,6 +412,9 @@ class _FacetBuilder:
                 previousIdentifier=previous,
             )
         io_facets: dict[str, Any] = {}
+        if raw.input_stats and self.enabled("inputStatistics"):
+            io_facets["inputStatistics"] = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
+                **dict(raw.input_stats))
         if stats and self.enabled("outputStatistics"):
             io_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(**stats)
         return Dataset(raw.namespace, self._name(raw.name), facets=facets, io_facets=io_facets)

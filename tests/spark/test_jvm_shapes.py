@@ -504,14 +504,17 @@ DEBUG_PARTS: list[tuple[str, str, Callable[[Any], bool]]] = [
      "file" and v["namespace"] == "testEmitMetrics"),
     ("*", "logs", lambda v: v == []),
     ("app", "logicalPlan", lambda v: v is None),  # no plan behind an application event, as in the JVM
+    # CreateDataSourceTableCommand on Spark 4, CreateTableCommand (a Hive table by default) on 3.5
     ("action", "logicalPlan.nodes", lambda v: len(v) == 1 and v[0]["children"] == [] and re.fullmatch(
-        r"CreateDataSourceTableCommand@-?\d+", v[0]["id"]) is not None and "create_table_emit_test" in v[0]["desc"]),
+        r"Create(DataSource)?TableCommand@-?\d+", v[0]["id"]) is not None and "create_table_emit_test" in v[0]["desc"]),
     # meters, as they stand when each event is sent
     ("app START", "metrics.metrics", lambda v: _meters(v) == {"openlineage.spark.event.app.start": 1.0}),
-    ("action START", "metrics.metrics", lambda v: {k: n for k, n in _meters(v).items() if "time" not in k} == {
+    # START: sent by the execution poll while the command ran (no end yet) or at its end
+    ("action START", "metrics.metrics", lambda v: {k: n for k, n in _meters(v).items() if k.endswith("start")} == {
+        "openlineage.spark.event.app.start": 1.0, "openlineage.spark.event.sql.start": 1.0}),
+    ("action COMPLETE", "metrics.metrics", lambda v: {k: n for k, n in _meters(v).items() if "time" not in k} == {
         "openlineage.spark.event.app.start": 1.0, "openlineage.spark.event.sql.start": 1.0,
-        "openlineage.spark.event.sql.end": 1.0}),
-    ("action COMPLETE", "metrics.metrics", lambda v: _meters(v)["openlineage.spark.unknownFacet.time"] > 0),
+        "openlineage.spark.event.sql.end": 1.0} and _meters(v)["openlineage.spark.unknownFacet.time"] > 0),
     ("app COMPLETE", "metrics.metrics", lambda v: {k: n for k, n in _meters(v).items() if "time" not in k} == {
         "openlineage.spark.event.app.start": 1.0, "openlineage.spark.event.sql.start": 1.0,
         "openlineage.spark.event.sql.end": 1.0, "openlineage.spark.event.app.end": 1.0}),
@@ -605,3 +608,74 @@ def test_debug_facet_keys(spark, workdir, conf, expected):
             logs = [re.sub(r"\d+ kilobytes", "N kilobytes", log) for log in debug["logs"]]
             found[(event["eventType"], what)] = (tuple(sorted(k for k in debug if not k.startswith("_"))), logs)
     assert found == expected
+
+
+# --- inputStatistics of SQL actions -----------------------------------------------------------------------
+
+
+def _data_files(directory: str) -> list[str]:
+    """The files Spark's file index lists under ``directory`` (hidden and ``_``-prefixed ones left out)."""
+    return [str(p) for p in Path(directory).rglob("*") if p.is_file() and not p.name.startswith(("_", "."))]
+
+
+def _parquet_dir(spark: Any, root: str, tmp: str) -> None:
+    spark.range(10).repartition(2).write.mode("overwrite").parquet(f"{tmp}/src")
+
+
+def _table(spark: Any, root: str, tmp: str, analyze: bool = False) -> None:
+    spark.sql("drop table if exists stats_src")
+    spark.range(10).repartition(3).write.format("parquet").saveAsTable("stats_src")
+    if analyze:  # then one file more behind Spark's back: the catalog's size and the files' size now differ
+        spark.sql("analyze table stats_src compute statistics")
+        first = _data_files(_table_location(spark))[0]
+        shutil.copy(first, first.replace("part-", "part-copy-"))
+        spark.catalog.refreshTable("stats_src")
+
+
+def _table_location(spark: Any) -> str:
+    return spark.sql("describe table extended stats_src").where("col_name = 'Location'").first()[1].removeprefix(
+        "file:")
+
+
+def _table_size(spark: Any) -> int:
+    return sum(os.path.getsize(f) for f in _data_files(_table_location(spark)))
+
+
+def _catalog_size(spark: Any) -> int:
+    """The size ANALYZE TABLE recorded (``Statistics: N bytes``), not what the files hold now."""
+    row = spark.sql("describe table extended stats_src").where("col_name = 'Statistics'").first()
+    recorded = int(row[1].split()[0])
+    assert recorded < _table_size(spark)
+    return recorded
+
+
+# setup, read-and-write, inputStatistics of the input as (tmp, session) -> fields (None: no facet)
+INPUT_STATS_CASES = [
+    # a file relation: its size and file count (the JVM's handleHadoopFsRelation)
+    ("files", _parquet_dir, lambda spark, tmp: spark.read.parquet(f"{tmp}/src").write.mode("overwrite").parquet(
+        f"{tmp}/out"), lambda spark, tmp: {"size": sum(os.path.getsize(f) for f in _data_files(f"{tmp}/src")),
+                                           "fileCount": len(_data_files(f"{tmp}/src"))}),
+    # a catalog table without statistics: the relation's size only (handleCatalogTable)
+    ("table", _table, lambda spark, tmp: spark.table("stats_src").write.mode("overwrite").parquet(f"{tmp}/out"),
+     lambda spark, tmp: {"size": _table_size(spark)}),
+    # a catalog table with statistics: theirs
+    ("analyzed_table", lambda spark, root, tmp: _table(spark, root, tmp, analyze=True),
+     lambda spark, tmp: spark.table("stats_src").write.mode("overwrite").parquet(f"{tmp}/out"),
+     lambda spark, tmp: {"size": _catalog_size(spark)}),
+]
+
+
+@pytest.mark.parametrize("setup, action, expected", [c[1:] for c in INPUT_STATS_CASES],
+                         ids=[c[0] for c in INPUT_STATS_CASES])
+def test_input_statistics_of_sql_actions(spark, workdir, setup, action, expected):
+    """inputStatistics as the JVM's LogicalRelationDatasetBuilder reports them, on every event of the action
+    (they come from the plan, not from the run)."""
+    setup(spark, workdir, workdir)
+    events, _ = run_captured(spark, workdir, lambda s, _: action(s, workdir))
+    want = expected(spark, workdir)
+    actions = [e for e in events if "." in e["job"]["name"]]
+    assert [e["eventType"] for e in actions] == ["START", "RUNNING", "COMPLETE"]
+    for event in actions:
+        stats = [{k: v for k, v in i["inputFacets"]["inputStatistics"].items() if not k.startswith("_")}
+                 for i in event["inputs"]]
+        assert stats == [want], event["eventType"]

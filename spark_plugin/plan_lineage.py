@@ -413,8 +413,9 @@ class _FacetBuilder:
             )
         io_facets: dict[str, Any] = {}
         if raw.input_stats and self.enabled("inputStatistics"):
+            read = dict(raw.input_stats)
             io_facets["inputStatistics"] = input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
-                **dict(raw.input_stats))
+                size=read.get("size"), fileCount=read.get("fileCount"))
         if stats and self.enabled("outputStatistics"):
             io_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(**stats)
         return Dataset(raw.namespace, self._name(raw.name), facets=facets, io_facets=io_facets)

@@ -76,6 +76,7 @@ class DeliveryProcess:
         self._batch: list[dict[str, Any]] = []
         self._sent = 0  # events handed to the child
         self._closed = False
+        self._started = False  # the child said it is ready (read before the first events go)
 
     @classmethod
     def start(cls, transport: Mapping[str, Any], width: int, spool: Spool, spool_settings: Mapping[str, Any],
@@ -137,6 +138,8 @@ class DeliveryProcess:
     # ---- the pipe ----------------------------------------------------------------------------------------
 
     def _send_batch(self) -> None:
+        if not self._started:
+            self._await_start()
         batch, self._batch = self._batch, []
         if batch and self._send(b"E", orjson.dumps(batch)):
             self._sent += len(batch)
@@ -161,19 +164,39 @@ class DeliveryProcess:
         meanwhile."""
         self._send_batch()
         if self._send(kind):
-            assert self._child.stdout is not None
-            while (frame := _read_frame(self._child.stdout)) is not None:
-                if frame[0] == b"L":
-                    name, level, message = orjson.loads(frame[1])
-                    logging.getLogger(name).log(level, "%s", message)
-                    continue
-                self._take_counts(orjson.loads(frame[1]))
-                break
-            else:
+            answer = self._read_answer()
+            if answer is None:
                 self._child_died()
+            else:
+                self._take_counts(answer)
         if self._fallback is not None:
             getattr(self._fallback, "flush" if kind != b"R" else "replay")()
             self.spool_error = self.spool_error or self._fallback.spool_error
+
+    def _read_answer(self) -> dict[str, Any] | None:
+        """The child's next counts (``K``), logging the records it logged before them; None at its end."""
+        assert self._child.stdout is not None
+        while (frame := _read_frame(self._child.stdout)) is not None:
+            if frame[0] == b"L":
+                name, level, message = orjson.loads(frame[1])
+                logging.getLogger(name).log(level, "%s", message)
+                continue
+            answer: dict[str, Any] = orjson.loads(frame[1])
+            return answer
+        return None
+
+    def _await_start(self) -> None:
+        """Read the child's ready frame. A child that could not start (no emitter package for this interpreter, a
+        transport it cannot build) has taken no event yet: delivery moves into this process, nothing lost."""
+        self._started = True
+        if self._fallback is None and self._read_answer() is not None:
+            return
+        if self._fallback is None:
+            log.warning("the lineage delivery process could not start (exit code %s); delivering in this "
+                        "process", self._child.poll())
+            self._fallback = self._make_fallback()
+            self._fallback.counts = self.counts
+            self._fallback.replay()  # what an earlier run spooled goes first, as at any start
 
     def _take_counts(self, report: dict[str, Any]) -> None:
         self.spool_error = report.pop("spool_error", None) or self.spool_error
@@ -236,6 +259,9 @@ def serve() -> None:
         return create_transport(transport_config, announce=False)
 
     delivery = Delivery(make(), spool, settings["retry_after"], settings["width"], make, legacy_spool=legacy)
+    with lock:
+        _write_frame(out, b"K", orjson.dumps(attrs.asdict(delivery.counts)))  # ready: events may come
+        out.flush()
     delivery.replay()  # the spool of an earlier run first, before anything new
     while (frame := _read_frame(source)) is not None:
         kind, payload = frame

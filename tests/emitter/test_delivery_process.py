@@ -125,3 +125,16 @@ def test_a_configuration_that_is_not_plain_data_stays_in_the_process(tmp_path):
     emitter = Emitter(config, delivery_process=True)
     assert not isinstance(emitter.delivery, DeliveryProcess)
     emitter.close()
+
+
+def test_a_child_that_cannot_start_loses_nothing(tmp_path, monkeypatch, caplog):
+    """The child cannot import the emitter (another interpreter, a broken install): no event was handed to it,
+    so all are delivered from this process, and the harvest's state may advance."""
+    repo = str(ROOT)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if os.path.realpath(p or ".") != repo])
+    with Backend() as backend:
+        counts, events = deliver(backend, tmp_path, process=True)
+    records = nested_records()
+    assert (counts.delivered, counts.dropped) == (len(records), 0)
+    assert sorted(keys(events)) == sorted((r.run_id, r.event_type) for r in records)
+    assert "delivery process could not start" in caplog.text

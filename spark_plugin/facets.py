@@ -264,8 +264,8 @@ class DebugFacets:
                             "classDetails": details, "catalogClass": catalog}
         return self._static
 
-    def facet(self, jplan: Any = None, logs: list[str] | None = None) -> DebugRunFacet:
-        """The facet now: metrics as they stand, the plan's nodes when ``jplan`` (a py4j LogicalPlan) is given."""
+    def facet(self, nodes: list[dict[str, Any]] | None = None, logs: list[str] | None = None) -> DebugRunFacet:
+        """The facet now: metrics as they stand, ``nodes`` (:func:`plan_nodes`) as its logical plan."""
         static = self._static_parts()
         jars = self.sc._jsc.sc().listJars().mkString("\n")
         content: dict[str, Any] = {
@@ -277,7 +277,7 @@ class DebugFacets:
                        "openLineageConfig": _openlineage_entries(self.spark_conf),
                        "catalogClass": static["catalogClass"],
                        "extensions": self.spark_conf.get("spark.sql.extensions")},
-            "logicalPlan": {"nodes": plan_nodes(jplan)} if jplan is not None else None,
+            "logicalPlan": {"nodes": nodes} if nodes is not None else None,
             "metrics": None if self.settings.metrics_disabled else {"metrics": self.metrics.nodes()},
             "logs": list(logs or []),
         }
@@ -305,12 +305,14 @@ class DebugFacets:
         """``records`` with the ``debug`` facet where the JVM puts it: every event when enabled, else an action's
         COMPLETE that smart debug finds lacking inputs or outputs. A facet that cannot be read is left out."""
         out = []
+        nodes: list[dict[str, Any]] | None = None  # the plan is read once for all the events of one action
         for record in records:
             logs = None if self.enabled else self._smart_logs(record)
             if self.enabled or logs is not None:
                 try:
-                    jplan = qe.optimizedPlan() if qe is not None else None
-                    facet = self.facet(jplan, logs)
+                    if nodes is None and qe is not None:
+                        nodes = plan_nodes(qe.optimizedPlan())
+                    facet = self.facet(nodes, logs)
                 except Exception:  # noqa: BLE001 - a diagnostic facet never costs the event
                     log.debug("cannot build the debug facet", exc_info=True)
                 else:

@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 #: Events per frame: the per-frame cost vanishes, and a batch is small against the pipe's memory.
 BATCH = 256
+#: Events kept here while the child starts (about 0.3 s of imports) instead of waiting for it: the harvest goes on.
+START_BUFFER = 16 * BATCH
 _HEADER = struct.Struct(">cI")
 #: ``python -c _CHILD_MAIN <sys.path>``: runs :func:`serve` on stdin and stdout.
 _CHILD_MAIN = ("import os, sys; sys.path[:] = sys.argv[1].split(os.pathsep); "
@@ -106,7 +108,7 @@ class DeliveryProcess:
             self._fallback.submit(event)
             return
         self._batch.append(event)
-        if len(self._batch) >= BATCH:
+        if len(self._batch) >= BATCH and (self._started or len(self._batch) >= START_BUFFER or self._child_ready()):
             self._send_batch()
 
     def flush(self) -> None:
@@ -184,6 +186,17 @@ class DeliveryProcess:
             answer: dict[str, Any] = orjson.loads(frame[1])
             return answer
         return None
+
+    def _child_ready(self) -> bool:
+        """Whether the child has written something (its ready frame, or a log record before it), without waiting.
+        Where pipes cannot be polled (Windows), True: the first batch then waits for the child."""
+        import select
+
+        try:
+            readable, _, _ = select.select([self._child.stdout], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
 
     def _await_start(self) -> None:
         """Read the child's ready frame. A child that could not start (no emitter package for this interpreter, a

@@ -77,7 +77,9 @@ def test_a_dead_child_costs_only_what_it_had_not_confirmed(tmp_path, caplog):
 
 
 def test_when_the_first_process_dies_the_child_delivers_what_it_was_given(tmp_path):
-    """A harvest killed mid-run: every batch it had handed over still reaches the backend."""
+    """A harvest killed mid-run: every batch it had handed over still reaches the backend. (While the child
+    starts, the harvest keeps up to START_BUFFER events itself; those die with it, like any event in its memory,
+    and its state was not advanced.)"""
     with Backend() as backend:
         script = textwrap.dedent(f"""
             import os, sys
@@ -86,6 +88,7 @@ def test_when_the_first_process_dies_the_child_delivers_what_it_was_given(tmp_pa
             from test_delivery_faults import conf, nested_records
             emitter = Emitter.from_config(conf({backend.url!r}, **{{"spool.dir": {str(tmp_path / 'spool')!r}}}),
                                           delivery_process=True)
+            emitter.flush()  # the child is ready: from here on every full batch goes to it at once
             for record in nested_records(tasks=40)[:{2 * BATCH + 10}]:
                 emitter.emit(record)
             os._exit(0)  # no close: the last 10 events never left this process

@@ -192,6 +192,7 @@ class DeliveryProcess:
         Where pipes cannot be polled (Windows), True: the first batch then waits for the child."""
         import select
 
+        assert self._child.stdout is not None
         try:
             readable, _, _ = select.select([self._child.stdout], [], [], 0)
         except (OSError, ValueError):

@@ -393,14 +393,31 @@ class Delivery:
             self._keep(self._nodes[seq].event)
             self._finish(seq)
 
-    def _work(self) -> None:
+    def _own_transport(self) -> Any:
+        """A transport for a sending thread (its own connections), else the caller's."""
         assert self._make_transport is not None
         try:
-            transport = self._make_transport()
+            return self._make_transport()
         except Exception as error:  # noqa: BLE001 - it was built once already; share the caller's instead
             self._log_once("worker", f"lineage delivery: a second transport could not be built "
                                      f"({type(error).__name__}: {redact(str(error))}); sharing the first")
-            transport = self.transport
+            return self.transport
+
+    def _attempted(self, seq: int, event: dict[str, Any], failure: BaseException | None) -> None:
+        """Settle an event a thread or coroutine sent, and release what waited for it."""
+        with self._cv:
+            self._in_flight -= 1
+            try:
+                self._settle(event, failure)
+            except Exception as bug:  # noqa: BLE001 - a bug costs this event, never the others
+                self.counts.dropped += 1
+                self._log_once("settle", f"lineage delivery failed ({type(bug).__name__}: {bug})")
+            finally:
+                self._finish(seq)
+                self._spill_ready()
+
+    def _work(self) -> None:
+        transport = self._own_transport()
         try:
             while True:
                 with self._cv:
@@ -414,17 +431,7 @@ class Delivery:
                     seq = heapq.heappop(self._ready)
                     node = self._nodes[seq]
                     self._in_flight += 1
-                failure = self._attempt(transport, node.event)
-                with self._cv:
-                    self._in_flight -= 1
-                    try:
-                        self._settle(node.event, failure)
-                    except Exception as bug:  # noqa: BLE001 - a bug costs this event, never the others
-                        self.counts.dropped += 1
-                        self._log_once("settle", f"lineage delivery failed ({type(bug).__name__}: {bug})")
-                    finally:
-                        self._finish(seq)
-                        self._spill_ready()
+                self._attempted(seq, node.event, self._attempt(transport, node.event))
         finally:
             try:
                 if transport is not self.transport:
@@ -486,13 +493,7 @@ class Delivery:
     async def _serve(self) -> None:
         import asyncio
 
-        assert self._make_transport is not None
-        try:
-            transport = self._make_transport()
-        except Exception as error:  # noqa: BLE001 - it was built once already; share the caller's instead
-            self._log_once("worker", f"lineage delivery: a second transport could not be built "
-                                     f"({type(error).__name__}: {redact(str(error))}); sharing the first")
-            transport = self.transport
+        transport = self._own_transport()
         senders = [transport.async_sender() for _ in range(self.width)]
         with self._cv:
             self._signal = asyncio.Event()
@@ -536,16 +537,7 @@ class Delivery:
                 failure: BaseException | None = None
             except Exception as error:  # noqa: BLE001 - any transport failure is an outcome, never raised
                 failure = error
-            with self._cv:
-                self._in_flight -= 1
-                try:
-                    self._settle(event, failure)
-                except Exception as bug:  # noqa: BLE001 - a bug costs this event, never the others
-                    self.counts.dropped += 1
-                    self._log_once("settle", f"lineage delivery failed ({type(bug).__name__}: {bug})")
-                finally:
-                    self._finish(seq)
-                    self._spill_ready()
+            self._attempted(seq, event, failure)
 
 
 def _new_event_loop() -> Any:

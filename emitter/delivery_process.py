@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -256,6 +257,9 @@ def serve() -> None:
     it was given is delivered, spooled or set aside before it exits."""
     from emitter.transport import create_transport
 
+    # Ctrl-C reaches the whole process group: the harvest decides what happens (it closes this child, which then
+    # delivers or spools what it holds, or it dies, and this child still does so at the end of its input).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     source, out = sys.stdin.buffer, sys.stdout.buffer
     lock = threading.Lock()
     root = logging.getLogger()

@@ -141,3 +141,23 @@ def test_a_child_that_cannot_start_loses_nothing(tmp_path, monkeypatch, caplog):
     assert (counts.delivered, counts.dropped) == (len(records), 0)
     assert sorted(keys(events)) == sorted((r.run_id, r.event_type) for r in records)
     assert "delivery process could not start" in caplog.text
+
+
+def test_ctrl_c_is_left_to_the_harvest(tmp_path):
+    """Ctrl-C reaches the whole process group: the child keeps going, and the harvest's close() still gets every
+    event delivered."""
+    import signal
+
+    with Backend() as backend:
+        emitter = Emitter.from_config(conf(backend.url, **{"spool.dir": str(tmp_path / "spool")}),
+                                      delivery_process=True)
+        emitter.flush()  # the child is up and has installed its handlers
+        os.kill(emitter.delivery._child.pid, signal.SIGINT)
+        for record in nested_records():
+            emitter.emit(record)
+        emitter.flush()
+        assert emitter.delivery._fallback is None  # still delivered by the child, not by this process instead
+        counts = emitter.close()
+    assert emitter.delivery._child.returncode == 0
+    assert (counts.delivered, counts.dropped) == (len(nested_records()), 0)
+    assert sorted(keys(backend.events)) == sorted((r.run_id, r.event_type) for r in nested_records())

@@ -22,6 +22,7 @@ import os
 import ssl
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -90,6 +91,7 @@ def keepalive_http_transport() -> type:
                 {"url": config.url, "endpoint": config.endpoint, "session": config.session,
                  "adapter": config.adapter, "ssl_context": config.ssl_context})
             self._connection: http.client.HTTPConnection | None = None
+            self._tls: ssl.SSLContext | None = None
 
         def emit(self, event: Any) -> Any:
             if self.target is None or not isinstance(event, dict):
@@ -107,7 +109,15 @@ def keepalive_http_transport() -> type:
             if self.target is None:
                 return None
             scheme, host, port, _ = self.target
-            return AsyncSender(self, AsyncConnection(scheme, host, port, self.timeout, self.verify))
+            tls = self.tls_context if scheme == "https" else None
+            return AsyncSender(self, AsyncConnection(host, port, self.timeout, tls))
+
+        def tls_context(self) -> ssl.SSLContext:
+            """The transport's TLS context, made on first use and shared by its connections: loading the CA
+            bundle takes milliseconds, and the delivery opens a hundred connections."""
+            if self._tls is None:
+                self._tls = _tls_context(self.verify)
+            return self._tls
 
         def stock_emit(self, event: Any) -> None:
             """openlineage-python's own emit (requests): redirects and events that are not dicts."""
@@ -129,7 +139,7 @@ def keepalive_http_transport() -> type:
         def _post(self, body: bytes, headers: dict[str, str]) -> None:
             """POST with the configured retries; raises as the stock transport does when they run out."""
             path = self.target[3]  # type: ignore[index]
-            retry = Retry(**self.config.retry)
+            retry = self.new_retry()
             while True:
                 try:
                     status, reason, text = self._exchange(body, headers, ConnectTimeoutError, ProtocolError)
@@ -194,7 +204,7 @@ def keepalive_http_transport() -> type:
                 scheme, host, port, _ = self.target  # type: ignore[misc]
                 if scheme == "https":
                     self._connection = http.client.HTTPSConnection(host, port, timeout=self.timeout,
-                                                                   context=_tls_context(self.verify))
+                                                                   context=self.tls_context())
                 else:
                     self._connection = http.client.HTTPConnection(host, port, timeout=self.timeout)
                 self._connection.set_debuglevel(0)  # a debug level would print headers (the token) to stdout
@@ -274,10 +284,11 @@ class AsyncConnection:
     Why not threads: 64 threads each blocked on a request (what a 10 ms backend needs to keep up with a harvest)
     cost about 150 us of CPU per request in thread switches; 64 coroutines on one thread cost about 85 us."""
 
-    def __init__(self, scheme: str, host: str, port: int, timeout: float, verify: bool | str) -> None:
-        self.scheme, self.host, self.port, self.timeout = scheme, host, port, timeout
-        self._tls = _tls_context(verify) if scheme == "https" else None
-        self._host_header = host if port == (443 if scheme == "https" else 80) else f"{host}:{port}"
+    def __init__(self, host: str, port: int, timeout: float, tls: Callable[[], ssl.SSLContext] | None) -> None:
+        """``tls`` gives the TLS context of an https backend (made when a first connection opens), else None."""
+        self.host, self.port, self.timeout = host, port, timeout
+        self._tls = tls
+        self._host_header = host if port == (443 if tls else 80) else f"{host}:{port}"
         self._streams: tuple[Any, Any] | None = None
         self._protocol: Any = None
 
@@ -293,7 +304,7 @@ class AsyncConnection:
             if fresh:
                 try:
                     self._streams = await _within(self.timeout, asyncio.open_connection(
-                        self.host, self.port, ssl=self._tls))
+                        self.host, self.port, ssl=self._tls() if self._tls else None))
                 except (OSError, asyncio.TimeoutError) as error:
                     self.close()
                     raise connect_error(f"cannot connect to {self.host}:{self.port}: "

@@ -465,9 +465,22 @@ def test_full_tmpfs_spool(tmp_path):
         subprocess.run(["umount", str(mount)], check=False)
 
 
+def kill_when(process: subprocess.Popen, ready, timeout: float = 60.0) -> bool:
+    """SIGKILL ``process`` as soon as ``ready()`` holds; True when it was still running then."""
+    deadline = time.monotonic() + timeout
+    while not ready() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    running = process.poll() is None
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    return running
+
+
 def test_kill_9_at_random_points_loses_nothing(tmp_path):
-    """A harvest killed with SIGKILL at random points, then run to completion: every event of the reference
-    harvest reached the backend, with the same run ids; a repeat is only ever an event sent again."""
+    """A harvest killed with SIGKILL at random points (once while starting, twice after a random number of its
+    events reached the backend), then run to completion: every event of the reference harvest reached the
+    backend, with the same run ids; a repeat is only ever an event sent again. The kill points follow the
+    harvest's progress, not the clock, so a faster harvest still dies mid-way."""
     log = make_log(tmp_path / "log.xml", 1500)
     expected = reference_keys(tmp_path, log)
     port = free_port()
@@ -479,15 +492,18 @@ def test_kill_9_at_random_points_loses_nothing(tmp_path):
             *argv_of(settings)]
     killed_running = 0
     with Backend(port, delay=0.001) as backend:
-        for _ in range(3):
+        process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started = time.monotonic()
+        wait = rng.uniform(0.05, 0.4)
+        killed_running += kill_when(process, lambda: time.monotonic() - started >= wait)
+        for _ in range(2):
+            target = len(backend.events) + rng.randrange(1, len(expected) // 2)
             process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(rng.uniform(0.5, 2.0))
-            killed_running += process.poll() is None
-            process.send_signal(signal.SIGKILL)
-            process.wait()
+            killed_running += kill_when(process, lambda n=target: len(backend.events) >= n)
         final = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert final.returncode == 0, final.stderr
-    assert killed_running >= 2  # the kills hit running harvests, not finished ones
+    assert killed_running == 3  # the kills hit running harvests, not finished ones
+    assert state.exists()
     delivered = keys(backend.events)
     assert set(delivered) == set(expected)  # nothing lost, and no run id the reference harvest does not have
     assert final.stderr.strip().splitlines()[-1].startswith("harvest sqlserver: ")

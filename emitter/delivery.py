@@ -320,12 +320,12 @@ class Delivery:
     def _start_threads(self, coming: int = 1) -> None:
         """Start delivery threads while every running one is busy, up to ``width``: a Spark driver sending a few
         events a second keeps one or two, a harvest against a slow backend gets them all (with 10 ms answers it
-        takes 64 requests in flight to keep up with a harvest). While the backend is failing, one is enough.
-        ``coming``: events about to be handed over, on top of those ready."""
+        takes 40 or more requests in flight to keep up with a harvest). While the backend is failing, one is
+        enough. ``coming``: events about to be handed over, on top of those ready."""
         running = len(self._threads)
-        wanted = min(self.width, running + len(self._ready) + coming - (running - self._in_flight))
-        if self.width == 1 or (running and not self._healthy):
+        if running and not self._healthy:
             return
+        wanted = min(self.width, self._in_flight + len(self._ready) + coming)  # one thread per event to send
         while running < wanted and self._start_thread(self._work, f"lineage-delivery-{running}"):
             running += 1
 

@@ -5,6 +5,11 @@ SparkContext or the interpreter exits) and one child run per action (START at ``
 then COMPLETE, or FAIL with the JVM error). All delivery happens on the worker thread; the app's
 threads only ever queue work. Every entry point from Spark or the app goes through the
 :class:`~spark_plugin.guard.Guard`, so the application behaves exactly as without the plugin.
+
+Start-up cost: :func:`instrument` runs on the driver's main thread before the application's first line
+after ``getOrCreate()``, so it imports and builds only what registering the listener needs. Facets, the
+debug facet and everything from openlineage-python (about 0.25 s of imports under spark-submit, where
+``importlib.metadata`` walks PySpark's zips) are made on the worker thread, while the application runs.
 """
 from __future__ import annotations
 
@@ -16,19 +21,23 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-from openlineage.client.facet_v2 import error_message_run, sql_job
+import attrs
 
 from emitter.records import COMPLETE, FAIL, RUNNING, START, Dataset, JobRef, JobType, RunRecord, RunRef
 from emitter.run_ids import new_run_id
 from spark_plugin import exit_status, host_log, rdd_jobs, streaming
-from spark_plugin import facets as debug_facets
 from spark_plugin.config import PluginConfig
-from spark_plugin.facets import config_job_facets, config_run_facets, engine_facets, without_disabled
 from spark_plugin.guard import Guard
 from spark_plugin.listener import Captured, JvmProxy, QueryListener
 from spark_plugin.worker import Worker
+
+if TYPE_CHECKING:
+    from openlineage.client.facet_v2 import error_message_run
+
+    from spark_plugin import facets as debug_facets
 
 log = logging.getLogger("spark_plugin")
 
@@ -55,6 +64,26 @@ def _utc(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
 
 
+@attrs.frozen
+class AppEvent:
+    """The application's START or end, queued as data: its record is made on the worker (see the module's
+    start-up cost note); ``outcome`` says how the application ended."""
+
+    event_type: str
+    when: datetime
+    outcome: exit_status.Outcome | None = None
+
+
+def _facets_module() -> Any:
+    from spark_plugin import facets  # imports openlineage-python: on the worker thread, or at the end
+
+    return facets
+
+
+def _without_disabled(record: RunRecord, disabled: frozenset[str]) -> RunRecord:
+    return _facets_module().without_disabled(record, disabled) if disabled else record
+
+
 def _without_io_facets(datasets: tuple[Dataset, ...]) -> tuple[Dataset, ...]:
     # output statistics describe a finished run: START events carry none, as in the JVM (whose inputStatistics
     # come from the plan's relations, on every event)
@@ -75,11 +104,7 @@ class Application:
         self.run = RunRef(self.run_id, self.job)
         # actions' root: the configured root, else the configured parent, else this application
         self.action_root = config.root or config.parent or self.run
-        self.facets = {**engine_facets(sc.version, self.spark_conf, config.captured_properties),
-                       **config_run_facets(config)}
-        self.job_facets = config_job_facets(config)  # tags, ownership: on the application and every action
-        self.debug = self._debug_facets()  # None unless the debug facet or smart debug is on
-        self.metrics = self.debug.metrics if self.debug is not None else None
+        self.spark_version = sc.version  # read now: the facets may be made after the context stopped
         self.listener = QueryListener(self._on_action, self.guard)
         self._poll: Any = None  # the ExecutionPoll, made on the worker's first tick
         self._poll_session: Any = None  # the JVM session whose SQL status store is polled
@@ -107,13 +132,36 @@ class Application:
         self._delivering_since: float | None = None  # when the worker's current delivery began
         self.spooled_at_exit = 0
 
-    def _debug_facets(self) -> debug_facets.DebugFacets | None:
+    # Facets are made on first use (the worker's first item): see the module's start-up cost note.
+
+    @cached_property
+    def facets(self) -> dict[str, Any]:
+        """The run facets of every event: ``processing_engine``, ``spark_properties``, ``tags``."""
+        facets = _facets_module()
+        return {**facets.engine_facets(self.spark_version, self.spark_conf, self.config.captured_properties),
+                **facets.config_run_facets(self.config)}
+
+    @cached_property
+    def job_facets(self) -> dict[str, Any]:
+        """The job facets of the application and every action: ``tags``, ``ownership``."""
+        return _facets_module().config_job_facets(self.config)
+
+    @cached_property
+    def debug(self) -> debug_facets.DebugFacets | None:
+        """The ``debug`` facet's builder; None unless the debug facet or smart debug is on."""
         from spark_plugin.plan_lineage import jvm_facet_enabled
 
-        enabled = jvm_facet_enabled(self.spark_conf, debug_facets.DEBUG)
+        facets = _facets_module()
+        enabled = jvm_facet_enabled(self.spark_conf, facets.DEBUG)
         if not enabled and not self.config.debug.smart:
             return None
-        return debug_facets.DebugFacets(self.sc, self.spark_conf, self.config, enabled)
+        debug = facets.DebugFacets(self.sc, self.spark_conf, self.config, enabled)
+        debug.jsession = self._poll_session  # the first session's catalog class is reported
+        return debug
+
+    @property
+    def metrics(self) -> debug_facets.DebugMetrics | None:
+        return self.debug.metrics if self.debug is not None else None
 
     def _count(self, meter: str) -> None:
         if self.metrics is not None:
@@ -124,7 +172,7 @@ class Application:
 
     def begin(self) -> None:
         """Queue the application's START (once the listener is in place)."""
-        self.worker.submit(self._app_record(START, self.started), always=True)
+        self.worker.submit(AppEvent(START, self.started), always=True)
 
     # ---- records -----------------------------------------------------------------------------------------
 
@@ -133,10 +181,21 @@ class Application:
                          parent=self.config.parent, root=self.config.root, run_facets={**self.facets, **(extra or {})},
                          job_facets=self.job_facets)
 
+    def _app_event_record(self, event: AppEvent) -> RunRecord:
+        extra: dict[str, Any] = {}
+        if event.outcome is not None and event.outcome.failed:
+            from openlineage.client.facet_v2 import error_message_run
+
+            extra["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+                message=event.outcome.message, programmingLanguage="PYTHON", stackTrace=event.outcome.stack_trace)
+        return self._app_record(event.event_type, event.when, extra)
+
     def _action_job(self, lineage: Any, job_suffix: str | None = None) -> tuple[JobRef, dict[str, Any], JobType]:
         job = JobRef(self.config.namespace, f"{self.config.app_name}.{job_suffix or lineage.job_suffix}")
         job_facets = dict(self.job_facets)
         if lineage.sql:  # dialect "spark" as the JVM integration
+            from openlineage.client.facet_v2 import sql_job
+
             job_facets["sql"] = sql_job.SQLJobFacet(query=lineage.sql, dialect="spark")
         return job, job_facets, JobType("SQL_JOB", "SPARK", lineage.processing_type)
 
@@ -165,6 +224,7 @@ class Application:
         """The events of one action at its end: START (unless the execution poll sent it while the action
         ran), RUNNING when it wrote with statistics (the JVM's event at its Spark job's end), COMPLETE/FAIL;
         nothing when it is not a lineage-bearing action."""
+        from spark_plugin import facets as debug_facets
         from spark_plugin import plan_lineage  # looked up per call: tests swap ``action_lineage``
 
         tracked = self.guard.call("execution poll", self._poll.take, captured.qe) if self._poll else None
@@ -208,6 +268,7 @@ class Application:
     def rdd_records(self, action: rdd_jobs.RddAction) -> list[RunRecord]:
         """START, then COMPLETE/FAIL when it wrote (or failed), of an RDD-only job; nothing when it read and
         wrote nothing (the JVM's RddExecutionContext)."""
+        from openlineage.client.facet_v2 import error_message_run
         from openlineage.client.facet_v2 import input_statistics_input_dataset as input_stats
         from openlineage.client.facet_v2 import output_statistics_output_dataset as output_stats
 
@@ -257,6 +318,7 @@ class Application:
     # ---- the execution poll (worker thread): START and RUNNING while an action runs ------------------------
 
     def _tick(self) -> None:
+        from spark_plugin import facets as debug_facets
         from spark_plugin import plan_lineage
 
         if self._poll is None:
@@ -289,9 +351,11 @@ class Application:
                 records += self._debugged(
                     [self._action_record(RUNNING, now, tracked.lineage, tracked.run_id, io_facets=False)], tracked.qe)
         if records and self._get_emitter() is not None:
-            self._deliver([without_disabled(r, self.config.disabled_facets) for r in records], self._tick_fn)
+            self._deliver([_without_disabled(r, self.config.disabled_facets) for r in records], self._tick_fn)
 
     def _jvm_error(self, exception: Any) -> error_message_run.ErrorMessageRunFacet:
+        from openlineage.client.facet_v2 import error_message_run
+
         utils = self.sc._jvm.org.apache.spark.util.Utils
         return error_message_run.ErrorMessageRunFacet(
             message=exception.toString(), programmingLanguage="JAVA", stackTrace=utils.exceptionString(exception))
@@ -343,11 +407,13 @@ class Application:
         elif isinstance(item, streaming.StreamBatch):
             records = self._debugged(self.guard.call("streaming lineage", streaming.batch_records, self, item) or [],
                                      item.qe)
+        elif isinstance(item, AppEvent):  # counted in delivery order, as the JVM's listener does
+            facets = _facets_module()
+            self._count(facets.APP_START if item.event_type == START else facets.APP_END)
+            records = self._debugged([self._app_event_record(item)])
         else:
-            if item.job_type is APPLICATION_JOB_TYPE:  # counted in delivery order, as the JVM's listener does
-                self._count(debug_facets.APP_START if item.event_type == START else debug_facets.APP_END)
             records = self._debugged([item])
-        return [without_disabled(record, self.config.disabled_facets) for record in records]
+        return [_without_disabled(record, self.config.disabled_facets) for record in records]
 
     def _get_emitter(self) -> Any:
         # Built on the worker: building it may replay a spool over the network.
@@ -389,7 +455,7 @@ class Application:
                 return False
         return True
 
-    def _spool_undelivered(self, deadline: float, extra: tuple[RunRecord, ...] = ()) -> None:
+    def _spool_undelivered(self, deadline: float, extra: tuple[AppEvent, ...] = ()) -> None:
         """Take every item the worker has not delivered (its queue, the rest of its current item) and
         write their events to the spool now: nothing waits for a stuck backend, nothing is dropped."""
         with self._handoff:
@@ -407,7 +473,8 @@ class Application:
         for item in items:
             if not callable(item):
                 records += self.guard.call("lineage", self._records_of, item) or []
-        records += [without_disabled(r, self.config.disabled_facets) for r in extra]
+        for event in extra:
+            records += self.guard.call("lineage", self._records_of, event) or []
         from spark_plugin.exit_spool import spool_records
 
         # what the emitter itself holds (its delivery may work on other threads): before ours, in order
@@ -456,7 +523,7 @@ class Application:
             self._streams.append(attached)
         if self._poll_session is None:
             self._poll_session = jsession
-            if self.debug is not None:
+            if "debug" in self.__dict__ and self.debug is not None:  # made already (else it reads _poll_session)
                 self.debug.jsession = jsession
 
     def hook_stop(self) -> None:
@@ -503,11 +570,7 @@ class Application:
             self.finished = True
         self._wait_for_listener_calls(time.monotonic() + LISTENER_WAIT_S)
         self.listener.active = False
-        extra: dict[str, Any] = {}
-        if outcome.failed:
-            extra["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-                message=outcome.message, programmingLanguage="PYTHON", stackTrace=outcome.stack_trace)
-        terminal = self._app_record(FAIL if outcome.failed else COMPLETE, datetime.now(timezone.utc), extra)
+        terminal = AppEvent(FAIL if outcome.failed else COMPLETE, datetime.now(timezone.utc), outcome)
         if self.worker.closed:  # the worker was stuck at stop: its items are spooled already
             self._spool_undelivered(time.monotonic() + SPOOL_BUDGET_S, (terminal,))
         else:

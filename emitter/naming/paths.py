@@ -4,12 +4,12 @@ Partition trimming reuses openlineage-python's own trimmers.
 """
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import re
+from typing import Any
 from urllib.parse import unquote
-
-from openlineage.client.dataset.dataset import BUILTIN_TRIMMERS
 
 # --------------------------------------------------------------------------------------------
 # Files and object stores
@@ -105,7 +105,13 @@ def _file_uri(rest: str) -> tuple[str, str]:
     return namespace, _strip_trailing_slash(posixpath.normpath(path) if path != "/" else path)
 
 
-_TRIMMERS = tuple(cls() for cls in BUILTIN_TRIMMERS)
+@functools.lru_cache(maxsize=1)
+def _trimmers() -> tuple[Any, ...]:
+    # imported on first use: importing openlineage.client costs a Spark driver ~0.25 s, and the plugin's start-up
+    # (which names the application through emitter.naming) must not pay it on the driver's main thread
+    from openlineage.client.dataset.dataset import BUILTIN_TRIMMERS
+
+    return tuple(cls() for cls in BUILTIN_TRIMMERS)
 
 
 def trim_partitions(path: str) -> str:
@@ -117,9 +123,10 @@ def trim_partitions(path: str) -> str:
     ``yyyyMM``/``yyyy-MM``. Applied until nothing changes, as openlineage-python's DatasetReducer
     does; a single-segment name (``/20250901``) is never emptied and non-partition folders are kept.
     """
+    trimmers = _trimmers()
     for _ in range(32):  # every pass shortens the name; bound it like the reducer does
         trimmed = path
-        for trimmer in _TRIMMERS:
+        for trimmer in trimmers:
             trimmed = trimmer.trim(trimmed)
         if trimmed == path:
             return path

@@ -2,6 +2,7 @@
 that knows nothing about lineage. The start-up hook (``lineage_capture.pth``) must do everything."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -25,8 +26,8 @@ PARENT_RUN = "01890000-0000-7000-8000-000000000001"
 pytestmark = pytest.mark.skipif(not SPARK_SUBMIT.exists(), reason="spark-submit not found next to python")
 
 
-def submit(workdir: str, ending: str, conf: dict[str, str], hook_pythonpath: list[str],
-           state_dir: Path) -> subprocess.CompletedProcess:
+def submit(workdir: str, ending: str | None, conf: dict[str, str], hook_pythonpath: list[str],
+           state_dir: Path, app: Path = APP_FILE) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENLINEAGE", "PYSPARK_", "SPARK_"))}
     env.update(PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
                PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(hook_pythonpath),
@@ -38,8 +39,8 @@ def submit(workdir: str, ending: str, conf: dict[str, str], hook_pythonpath: lis
                "--driver-java-options", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
-    return subprocess.run([*command, str(APP_FILE), workdir, ending], env=env, capture_output=True, text=True,
-                          timeout=240, cwd=workdir)
+    return subprocess.run([*command, str(app), workdir, *([ending] if ending else [])], env=env, capture_output=True,
+                          text=True, timeout=240, cwd=workdir)
 
 
 def traceback_of(output: str) -> list[str]:
@@ -106,6 +107,24 @@ def test_spark_submit(workdir, hook_pythonpath, isolated_lineage_env, name, endi
         assert baseline.returncode == code
         assert list(isolated_lineage_env.iterdir()) == []  # not enabled: the hook stayed inert (no events)
         assert traceback_of(result.stdout) == traceback_of(baseline.stdout)
+
+
+def test_the_driver_main_thread_never_imports_openlineage_python(workdir, hook_pythonpath, isolated_lineage_env):
+    """The hook instruments the session on the driver's main thread, before the application's next line: it
+    imports nothing of openlineage-python there (0.25 s under spark-submit); the plugin's worker thread does,
+    and the events are whole."""
+    events_file = Path(workdir) / "events.jsonl"
+    result = submit(workdir, None, {**ON, **FILE, "spark.openlineage.transport.location": str(events_file)},
+                    hook_pythonpath, isolated_lineage_env, app=Path(__file__).parent / "apps" / "import_spy_app.py")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert json.loads((Path(workdir) / "importers.json").read_text()) == ["lineage-capture-worker"]
+    events = read_events(events_file)
+    write = "import_spy.execute_insert_into_hadoop_fs_relation_command.lake_spy"
+    assert [(e["eventType"], e["job"]["name"]) for e in events] == [
+        ("START", "import_spy"), ("START", write), ("RUNNING", write), ("COMPLETE", write), ("COMPLETE", "import_spy")]
+    for event in events:
+        assert_valid_event(event)
+        assert event["run"]["facets"]["processing_engine"]["name"] == "spark"
 
 
 def _hanging_backend() -> tuple[socket.socket, int]:

@@ -1,0 +1,31 @@
+"""``import_spy_app.py <workdir>``: notes which thread first imports openlineage-python, then runs one write.
+
+Knows nothing about lineage; the start-up hook instruments it. Writes the threads to ``<workdir>/importers.json``.
+"""
+import json
+import sys
+import threading
+
+importers = []
+
+
+class ImportSpy:
+    """A meta path finder that finds nothing: it only notes the thread of each first ``openlineage`` import."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "openlineage":
+            importers.append(threading.current_thread().name)
+        return None
+
+
+sys.meta_path.insert(0, ImportSpy())
+
+from pyspark.sql import SparkSession  # noqa: E402 - after the spy, on purpose
+
+workdir = sys.argv[1]
+spark = SparkSession.builder.appName("Import Spy").getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+spark.range(3).write.mode("overwrite").parquet(f"{workdir}/lake/spy")
+spark.stop()
+with open(f"{workdir}/importers.json", "w") as f:
+    json.dump(importers, f)

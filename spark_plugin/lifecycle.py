@@ -233,9 +233,11 @@ class Application:
         if tracked is None:
             self._count(debug_facets.SQL_START)  # the poll did not see it start
         self._count(debug_facets.SQL_END)
+        started = tracked.lineage if tracked is not None else None  # its plan, read when its START was sent
         with debug_facets.recording(self.metrics):
             lineage = self.guard.call("lineage", functools.partial(
-                plan_lineage.action_lineage, captured.qe, self.spark_conf, func_name=captured.func_name))
+                plan_lineage.action_lineage, captured.qe, self.spark_conf, func_name=captured.func_name,
+                plan=started.plan if started is not None else None))
         if lineage is None:
             return []
         records = []

@@ -146,10 +146,19 @@ def slow_write(spark: Any, workdir: str) -> None:
         .write.mode("overwrite").parquet(f"{workdir}/lake/orders")
 
 
-def test_start_and_running_while_the_action_runs(spark, workdir):
+def test_start_and_running_while_the_action_runs(spark, workdir, monkeypatch):
     """The execution poll: a long write's START is delivered while it runs (at its submission time), then
-    RUNNING once its Spark job started; the end reuses the run (one run id, one job name)."""
+    RUNNING once its Spark job started; the end reuses the run (one run id, one job name) and the plan its
+    START read (one ``toJSON()`` per action)."""
     seen_while_running = []
+    plans_read = []
+    read_plan = plan_lineage.read_plan
+
+    def counted_read_plan(qe: Any, func_name: str = "") -> Any:
+        plans_read.append(qe)
+        return read_plan(qe, func_name)
+
+    monkeypatch.setattr(plan_lineage, "read_plan", counted_read_plan)
 
     def watched(spark: Any, workdir: str) -> None:
         import threading
@@ -174,6 +183,7 @@ def test_start_and_running_while_the_action_runs(spark, workdir):
     assert len({e["run"]["runId"] for e in actions}) == 1
     assert actions[0]["outputs"][0]["name"] == f"{workdir}/lake/orders"
     assert "outputStatistics" in actions[-1]["outputs"][0]["outputFacets"]
+    assert len(plans_read) == 1
 
 
 def test_failed_action_carries_the_jvm_error(spark, workdir):

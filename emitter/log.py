@@ -7,6 +7,32 @@ import logging
 REDACTED_LOGGERS = ("emitter", "harvesters", "spark_plugin", "openlineage")
 
 
+class RedactingFilter(logging.Filter):
+    """Logging filter that redacts the formatted message, exception text and stack of each record.
+
+    Attach it to *handlers* (``handler.addFilter(RedactingFilter())``): logger-level filters do not
+    see records propagated from child loggers. The message is formatted here once (``msg % args``)
+    and ``args`` cleared, so secrets passed as arguments are masked too.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - bad format args: still never let the raw text through unredacted
+            message = f"{record.msg} {record.args!r}"
+        from emitter.redact import redact  # compiled on the first line logged: start-up stays cheap
+
+        record.msg, record.args = redact(message), None
+        if record.exc_info and not record.exc_text:
+            # formatters reuse exc_text when set: format it now so the traceback is redacted too
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return True
+
+
 def _our_module_loggers() -> list[str]:
     """``package.module`` for every module of our packages, imported or not (modules log under their name),
     so a module imported after this call logs through a filtered logger too."""
@@ -28,8 +54,6 @@ def install_redaction(*, root_handlers: bool) -> None:
     (``emitter.emitter``, ``spark_plugin.lifecycle``...) gets one. Inside a host process (a Spark driver) the
     host's handlers are left alone: redacting the application's own log lines is not ours to do.
     """
-    from emitter.redact import RedactingFilter
-
     def ensure(target: logging.Filterer) -> None:
         if not any(isinstance(f, RedactingFilter) for f in target.filters):
             target.addFilter(RedactingFilter())

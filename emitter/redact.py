@@ -20,7 +20,6 @@ the tests keep a table of such harmless strings).
 from __future__ import annotations
 
 import functools
-import logging
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -447,25 +446,4 @@ def redact_obj(obj: Any) -> Any:
     return obj
 
 
-class RedactingFilter(logging.Filter):
-    """Logging filter that redacts the formatted message, exception text and stack of each record.
-
-    Attach it to *handlers* (``handler.addFilter(RedactingFilter())``): logger-level filters do not
-    see records propagated from child loggers. The message is formatted here once (``msg % args``)
-    and ``args`` cleared, so secrets passed as arguments are masked too.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # noqa: BLE001 - bad format args: still never let the raw text through unredacted
-            message = f"{record.msg} {record.args!r}"
-        record.msg, record.args = redact(message), None
-        if record.exc_info and not record.exc_text:
-            # formatters reuse exc_text when set: format it now so the traceback is redacted too
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = redact(record.exc_text)
-        if record.stack_info:
-            record.stack_info = redact(record.stack_info)
-        return True
+from emitter.log import RedactingFilter  # noqa: E402 - its home is emitter.log (cheap to import); named here too

@@ -40,20 +40,32 @@ class ExecutionPoll:
 
     MAX_NEW_PER_POLL = 50  # a burst of tiny actions is reported by the listener alone
     MAX_START_ATTEMPTS = 3  # a plan that cannot be read while running waits for the end
+    RECENT = 16  # executions looked at for the first one submitted since the plugin came
 
-    def __init__(self, jsession: Any, jvm: Any, min_age_s: float) -> None:
+    def __init__(self, jsession: Any, jvm: Any, min_age_s: float, since_ms: int) -> None:
+        """``since_ms``: when the plugin came (epoch ms); executions submitted before are not its to start."""
         self._store = jsession.sharedState().statusStore()
         self._sql_execution = jvm.org.apache.spark.sql.execution.SQLExecution
         self._min_age_s = min_age_s
+        self._since_ms = since_ms
         self._next: int | None = None
         self.watched: dict[int, Tracked] = {}
 
     def _first_id(self) -> int:
+        # by submission time, not "the next id": the first poll may come after the plugin's first actions began
         count = self._store.executionsCount()
         if count <= 0:
             return 0
-        last = self._store.executionsList(count - 1, 1)
-        return int(last.apply(0).executionId()) + 1 if last.size() else 0
+        recent = self._store.executionsList(max(0, count - self.RECENT), self.RECENT)
+        first = None
+        for i in range(recent.size() - 1, -1, -1):  # newest first: usually none or one is that recent
+            data = recent.apply(i)
+            if data.submissionTime() < self._since_ms:
+                break
+            first = int(data.executionId())
+        if first is not None:
+            return first
+        return int(recent.apply(recent.size() - 1).executionId()) + 1 if recent.size() else 0
 
     def poll(self) -> tuple[list[Tracked], list[Tracked]]:
         """(newly seen running executions old enough to report, watched ones that started new jobs)."""

@@ -7,9 +7,13 @@ threads only ever queue work. Every entry point from Spark or the app goes throu
 :class:`~spark_plugin.guard.Guard`, so the application behaves exactly as without the plugin.
 
 Start-up cost: :func:`instrument` runs on the driver's main thread before the application's first line
-after ``getOrCreate()``, so it imports and builds only what registering the listener needs. Facets, the
-debug facet and everything from openlineage-python (about 0.25 s of imports under spark-submit, where
-``importlib.metadata`` walks PySpark's zips) are made on the worker thread, while the application runs.
+after ``getOrCreate()``, so it imports and builds only what registering the listener needs. Everything from
+openlineage-python (~0.25 s of CPU under spark-submit, where ``importlib.metadata`` walks PySpark's zips), the
+facets and the emitter are made on the worker (:meth:`Application.warm_up`), queued before the listener is
+registered: registering makes the JVM build the session's state (one py4j call of ~0.2 s that the application's
+first DataFrame would otherwise pay), and the warm-up runs during that wait, when the main thread needs no GIL.
+Later, the same work would hold the GIL while the application's thread makes py4j calls (each reply waits for
+it) or, in local mode, take a core from its tasks.
 """
 from __future__ import annotations
 
@@ -105,6 +109,7 @@ class Application:
         # actions' root: the configured root, else the configured parent, else this application
         self.action_root = config.root or config.parent or self.run
         self.spark_version = sc.version  # read now: the facets may be made after the context stopped
+        self.instrumented_ms = int(time.time() * 1000)  # SQL executions submitted before are not this plugin's
         self.listener = QueryListener(self._on_action, self.guard)
         self._poll: Any = None  # the ExecutionPoll, made on the worker's first tick
         self._poll_session: Any = None  # the JVM session whose SQL status store is polled
@@ -169,6 +174,14 @@ class Application:
 
     def _debugged(self, records: list[RunRecord], qe: Any = None) -> list[RunRecord]:
         return records if self.debug is None else self.debug.apply(records, qe)
+
+    def warm_up(self) -> None:
+        """On the worker, first: import openlineage-python and the plan reader, make the facets and the emitter
+        (see the module's start-up cost note)."""
+        from spark_plugin import plan_lineage  # noqa: F401 - imported now for the first action
+
+        _ = self.facets, self.job_facets
+        self._get_emitter()
 
     def begin(self) -> None:
         """Queue the application's START (once the listener is in place)."""
@@ -319,19 +332,26 @@ class Application:
 
     # ---- the execution poll (worker thread): START and RUNNING while an action runs ------------------------
 
-    def _tick(self) -> None:
-        from spark_plugin import facets as debug_facets
-        from spark_plugin import plan_lineage
-
+    def _execution_poll(self) -> Any:
         if self._poll is None:
             if self._poll_session is None or self.context_stopped:
-                return
+                return None
             from spark_plugin.executions import ExecutionPoll
 
-            self._poll = ExecutionPoll(self._poll_session, self.sc._jvm, self.config.poll_interval_s)
-        new, progressed = self._poll.poll()
+            self._poll = ExecutionPoll(self._poll_session, self.sc._jvm, self.config.poll_interval_s,
+                                       self.instrumented_ms)
+        return self._poll
+
+    def _tick(self) -> None:
+        poll = self._execution_poll()
+        if poll is None:
+            return
+        new, progressed = poll.poll()
         if not new and not progressed:
             return
+        from spark_plugin import facets as debug_facets  # here: a tick with nothing to report imports nothing
+        from spark_plugin import plan_lineage
+
         records: list[RunRecord] = []
         for tracked in new:
             self._count(debug_facets.SQL_START)
@@ -643,6 +663,7 @@ def _start(spark: Any, conf: Mapping[str, str] | None) -> Application | None:
         host_log.install(sc._jvm)  # before the first warning: they go where Spark's go
         config.warn_unknown()
         app = Application(sc, spark_conf, config)
+        app.worker.submit(app.warm_up, always=True)
         app.add_session(spark)
         app.hook_stop()
         rdd_jobs.install(_app_of_context)

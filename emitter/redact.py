@@ -26,6 +26,8 @@ from typing import Any
 
 import attrs
 
+from emitter.log import RedactingFilter  # its home is emitter.log (cheap to import); named here too
+
 __all__ = ["MASK", "RULES", "Rule", "redact", "redact_obj", "is_secret_key", "RedactingFilter"]
 
 MASK = "***"
@@ -445,5 +447,3 @@ def redact_obj(obj: Any) -> Any:
         return [redact_obj(v) for v in obj]
     return obj
 
-
-from emitter.log import RedactingFilter  # noqa: E402 - its home is emitter.log (cheap to import); named here too

@@ -78,14 +78,12 @@ class AppEvent:
     outcome: exit_status.Outcome | None = None
 
 
-def _facets_module() -> Any:
-    from spark_plugin import facets  # imports openlineage-python: on the worker thread, or at the end
-
-    return facets
-
-
 def _without_disabled(record: RunRecord, disabled: frozenset[str]) -> RunRecord:
-    return _facets_module().without_disabled(record, disabled) if disabled else record
+    if not disabled:
+        return record
+    from spark_plugin.facets import without_disabled  # imports openlineage-python: never on instrument's path
+
+    return without_disabled(record, disabled)
 
 
 def _without_io_facets(datasets: tuple[Dataset, ...]) -> tuple[Dataset, ...]:
@@ -142,21 +140,24 @@ class Application:
     @cached_property
     def facets(self) -> dict[str, Any]:
         """The run facets of every event: ``processing_engine``, ``spark_properties``, ``tags``."""
-        facets = _facets_module()
+        from spark_plugin import facets
+
         return {**facets.engine_facets(self.spark_version, self.spark_conf, self.config.captured_properties),
                 **facets.config_run_facets(self.config)}
 
     @cached_property
     def job_facets(self) -> dict[str, Any]:
         """The job facets of the application and every action: ``tags``, ``ownership``."""
-        return _facets_module().config_job_facets(self.config)
+        from spark_plugin.facets import config_job_facets
+
+        return config_job_facets(self.config)
 
     @cached_property
     def debug(self) -> debug_facets.DebugFacets | None:
         """The ``debug`` facet's builder; None unless the debug facet or smart debug is on."""
+        from spark_plugin import facets
         from spark_plugin.plan_lineage import jvm_facet_enabled
 
-        facets = _facets_module()
         enabled = jvm_facet_enabled(self.spark_conf, facets.DEBUG)
         if not enabled and not self.config.debug.smart:
             return None
@@ -429,12 +430,11 @@ class Application:
         elif isinstance(item, streaming.StreamBatch):
             records = self._debugged(self.guard.call("streaming lineage", streaming.batch_records, self, item) or [],
                                      item.qe)
-        elif isinstance(item, AppEvent):  # counted in delivery order, as the JVM's listener does
-            facets = _facets_module()
+        else:  # an AppEvent: counted in delivery order, as the JVM's listener does
+            from spark_plugin import facets
+
             self._count(facets.APP_START if item.event_type == START else facets.APP_END)
             records = self._debugged([self._app_event_record(item)])
-        else:
-            records = self._debugged([item])
         return [_without_disabled(record, self.config.disabled_facets) for record in records]
 
     def _get_emitter(self) -> Any:

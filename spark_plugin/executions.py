@@ -33,6 +33,8 @@ class Tracked:
     lineage: Any = None
     ignored: bool = False  # an action the JVM integration does not emit
     attempts: int = 0
+    #: the time of the last RUNNING event the poll sent (the poll's clock: it may pass the execution's end)
+    last_sent: datetime | None = None
 
 
 class ExecutionPoll:

@@ -255,17 +255,20 @@ class Application:
         if lineage is None:
             return []
         records = []
+        end = captured.end
+        if tracked is not None and tracked.last_sent is not None:
+            end = max(end, tracked.last_sent)  # a RUNNING the poll sent just as it ended: events stay in time order
         if tracked is not None and tracked.run_id is not None:
             run_id, suffix = tracked.run_id, tracked.job_suffix  # the name is fixed per run
         else:
             run_id, suffix = new_run_id(captured.start), None
             records.append(self._action_record(START, captured.start, lineage, run_id, io_facets=False))
         if any(ds.io_facets for ds in lineage.outputs):
-            records.append(self._action_record(RUNNING, captured.end, lineage, run_id, suffix))
+            records.append(self._action_record(RUNNING, end, lineage, run_id, suffix))
         end_facets = dict(self.facets)
         if captured.failed:
             end_facets["errorMessage"] = self._jvm_error(captured.exception)
-        records.append(self._action_record(FAIL if captured.failed else COMPLETE, captured.end, lineage, run_id,
+        records.append(self._action_record(FAIL if captured.failed else COMPLETE, end, lineage, run_id,
                                            suffix, end_facets))
         return records
 
@@ -373,6 +376,7 @@ class Application:
             if tracked.run_id is not None:
                 records += self._debugged(
                     [self._action_record(RUNNING, now, tracked.lineage, tracked.run_id, io_facets=False)], tracked.qe)
+                tracked.last_sent = now
         if records and self._get_emitter() is not None:
             self._deliver([_without_disabled(r, self.config.disabled_facets) for r in records], self._tick_fn)
 

@@ -5,6 +5,12 @@ driver, never for executors' Python workers nor for plain ``python``), so every 
 dictionary lookup. In a driver, :func:`arm` adds a one-shot import hook: when ``pyspark.sql.session``
 has been executed, ``SparkSession.__init__`` is wrapped so that each new session whose SparkConf says
 ``spark.openlineage.python.enabled=true`` gets instrumented. Nothing from pyspark is imported here.
+
+``SparkContext._initialize_context`` is wrapped too, for one thing only: when the context's SparkConf enables
+the plugin, a daemon thread starts importing the plugin's modules and openlineage-python (:func:`preload`) while
+the JVM creates the SparkContext. That call keeps the driver's main thread waiting on py4j for about two seconds
+without the GIL, so the imports (~0.25 s of CPU) no longer compete with the main thread's py4j calls when the
+session is instrumented, nor with the application's first actions.
 """
 from __future__ import annotations
 
@@ -17,7 +23,12 @@ if TYPE_CHECKING:
 #: The module holding ``SparkSession`` (classic) in PySpark 3.5 and 4.x.
 SESSION_MODULE = "pyspark.sql.session"
 ENABLED_KEY = "spark.openlineage.python.enabled"
-_state: dict[str, Any] = {"armed": False, "patched": False}
+#: The modules :func:`preload` imports, in order: first what :func:`spark_plugin.lifecycle.instrument` needs on
+#: the main thread (so the main thread never waits on a module lock behind the heavy imports), then what the
+#: worker needs: openlineage-python, the emitter and the plan reader.
+PRELOAD = ("spark_plugin.lifecycle", "openlineage.client", "emitter.emitter", "emitter.config",
+           "spark_plugin.facets", "spark_plugin.plan_lineage")
+_state: dict[str, Any] = {"armed": False, "patched": False, "preloading": None}
 
 
 def arm() -> None:
@@ -81,10 +92,12 @@ class _PatchingLoader:
 
 
 def patch_session_module(module: Any) -> None:
-    """Wrap ``SparkSession.__init__`` (classic sessions) and ``Builder.getOrCreate`` (to notice Connect)."""
+    """Wrap ``SparkSession.__init__`` (classic sessions) and ``Builder.getOrCreate`` (to notice Connect), and
+    ``SparkContext._initialize_context`` (to start :func:`preload` early)."""
     if _state["patched"]:
         return
     _state["patched"] = True
+    _patch_context_init()
     session_class = module.SparkSession
     original_init = session_class.__init__
     original_get_or_create = session_class.Builder.getOrCreate
@@ -106,10 +119,61 @@ def patch_session_module(module: Any) -> None:
     session_class.Builder.getOrCreate = getOrCreate
 
 
+def _patch_context_init() -> None:
+    # pyspark's package __init__ imports the context module before pyspark.sql (4.x: pyspark.core.context,
+    # 3.5: pyspark.context); a Connect-only PySpark has neither, and nothing is wrapped.
+    module = sys.modules.get("pyspark.core.context") or sys.modules.get("pyspark.context")
+    context_class = getattr(module, "SparkContext", None)
+    original = getattr(context_class, "_initialize_context", None)
+    if original is None:
+        return
+
+    # SparkContext's own extension point ("to allow subclass specific initialization"): it is called with the
+    # JVM SparkConf the context is made of (spark-submit's --conf included; the SparkConf that __init__ receives
+    # holds only the builder's options), just before the JVM creates the context.
+    def _initialize_context(self: Any, jconf: Any) -> Any:
+        on_context(jconf)
+        return original(self, jconf)
+
+    _initialize_context.__wrapped__ = original  # type: ignore[attr-defined]
+    _initialize_context.__doc__ = original.__doc__
+    context_class._initialize_context = _initialize_context  # type: ignore[union-attr]
+
+
+def on_context(jconf: Any) -> None:
+    """The JVM is about to create a SparkContext of ``jconf`` (a JVM SparkConf): start :func:`preload` when it
+    enables the plugin (once per process). Never raises."""
+    try:
+        if _state["preloading"] is None and jconf is not None and _flag(jconf.get(ENABLED_KEY, "false")):
+            import threading
+
+            thread = threading.Thread(target=preload, name="lineage-capture-preload", daemon=True)
+            _state["preloading"] = thread
+            thread.start()
+    except Exception as error:  # noqa: BLE001 - the boundary between pyspark's context creation and us
+        _warn("could not prepare lineage capture", error)
+
+
+def preload() -> None:
+    """Import :data:`PRELOAD` (on the preload thread). A module that fails to import is left to the part that
+    needs it, which reports it: nothing is said here."""
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001, S112 - see the docstring: the worker's warm-up reports it
+            continue
+
+
+def _flag(value: Any) -> bool:
+    return str(value).strip().lower() == "true"
+
+
 def _enabled(session: Any) -> bool:
     sc = getattr(session, "_sc", None)
     conf = sc._conf if sc is not None else session.conf  # Spark Connect: the server's conf, over gRPC
-    return str(conf.get(ENABLED_KEY, "false")).strip().lower() == "true"
+    return _flag(conf.get(ENABLED_KEY, "false"))
 
 
 def on_session(session: Any) -> None:

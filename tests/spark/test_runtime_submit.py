@@ -111,13 +111,13 @@ def test_spark_submit(workdir, hook_pythonpath, isolated_lineage_env, name, endi
 
 def test_the_driver_main_thread_never_imports_openlineage_python(workdir, hook_pythonpath, isolated_lineage_env):
     """The hook instruments the session on the driver's main thread, before the application's next line: it
-    imports nothing of openlineage-python there (0.25 s under spark-submit); the plugin's worker thread does,
-    and the events are whole."""
+    imports nothing of openlineage-python there (0.25 s under spark-submit). The preload thread does, while the
+    JVM creates the SparkContext (the main thread waits on py4j then), and the events are whole."""
     events_file = Path(workdir) / "events.jsonl"
     result = submit(workdir, None, {**ON, **FILE, "spark.openlineage.transport.location": str(events_file)},
                     hook_pythonpath, isolated_lineage_env, app=Path(__file__).parent / "apps" / "import_spy_app.py")
     assert result.returncode == 0, result.stdout[-3000:]
-    assert json.loads((Path(workdir) / "importers.json").read_text()) == ["lineage-capture-worker"]
+    assert json.loads((Path(workdir) / "importers.json").read_text()) == [["lineage-capture-preload", "getOrCreate"]]
     events = read_events(events_file)
     write = "import_spy.execute_insert_into_hadoop_fs_relation_command.lake_spy"
     assert [(e["eventType"], e["job"]["name"]) for e in events] == [
@@ -125,6 +125,16 @@ def test_the_driver_main_thread_never_imports_openlineage_python(workdir, hook_p
     for event in events:
         assert_valid_event(event)
         assert event["run"]["facets"]["processing_engine"]["name"] == "spark"
+
+
+def test_not_enabled_nothing_is_preloaded(workdir, hook_pythonpath, isolated_lineage_env):
+    """Without ``spark.openlineage.python.enabled`` the context's creation starts no preload: openlineage-python is
+    never imported, nothing is written."""
+    result = submit(workdir, None, {}, hook_pythonpath, isolated_lineage_env,
+                    app=Path(__file__).parent / "apps" / "import_spy_app.py")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert json.loads((Path(workdir) / "importers.json").read_text()) == []
+    assert list(isolated_lineage_env.iterdir()) == []
 
 
 def _hanging_backend() -> tuple[socket.socket, int]:

@@ -24,6 +24,11 @@ outputs: memory/console/foreach sink   none (``WriteToDataSourceV2Visitor`` know
                                        writes the function makes (``BATCH``: the batch DataFrame is an RDD scan)
 =====================================  ============================================================================
 
+The streaming listener of a session is attached when the application first reads a stream from it
+(:func:`install` wraps ``SparkSession.readStream``, the start of every streaming query in PySpark), before any of
+its queries can start: a batch application never creates a StreamingQueryManager for the plugin's sake. A stream
+read before :func:`spark_plugin.instrument` was called (in a notebook) is not followed.
+
 Python gets no call for a micro-batch's SQL execution (Spark reports only named executions to
 ``QueryExecutionListener``s), so the plugin follows streaming queries with PySpark's public
 ``StreamingQueryListener``: ``onQueryStarted`` (called synchronously on the query's thread, before its first
@@ -131,6 +136,35 @@ def _listener_class() -> type:
             self._app.on_stream_batch(StreamBatch(None, int(qe.currentBatchId()), now, now, qe, error=event.exception))
 
     return LineageStreamListener
+
+
+_state: dict[str, Any] = {"installed": False, "apps": None}
+
+
+def install(find_app: Any) -> None:
+    """Wrap ``SparkSession.readStream`` once per process; ``find_app(sc)`` returns the live application of a
+    SparkContext or None (then the wrapper only calls through). A live application's session reading a stream
+    gets its streaming listener then (:meth:`~spark_plugin.lifecycle.Application.follow_streams`)."""
+    _state["apps"] = find_app
+    if _state["installed"]:
+        return
+    _state["installed"] = True
+    from pyspark.sql.session import SparkSession
+
+    original = SparkSession.__dict__["readStream"]  # a property of the classic session
+
+    def read_stream(session: Any) -> Any:
+        app = None
+        try:
+            app = _state["apps"](session.sparkContext)
+        except Exception:  # noqa: BLE001 - never in the application's way
+            app = None
+        if app is not None:
+            app.guard.call("streaming listener", app.follow_streams, session)
+        return original.fget(session)
+
+    read_stream.__wrapped__ = original.fget  # type: ignore[attr-defined]
+    SparkSession.readStream = property(read_stream, doc=original.__doc__)  # type: ignore[method-assign,assignment]
 
 
 def attach(app: Application, spark: Any) -> Any:

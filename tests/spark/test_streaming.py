@@ -263,3 +263,27 @@ def test_execution_of_a_later_batch(spark, workdir, name, files, raced, expected
     run_captured(spark, workdir, query_then_records)
     names = [f"{workdir}/{e}" for e in expected]
     assert got == [[{"type": "START", "inputs": names}, {"type": "COMPLETE", "inputs": names}]]
+
+
+def test_streaming_listener_only_once_a_session_reads_a_stream(spark, workdir):
+    """A batch application never gets a streaming listener (creating the session's StreamingQueryManager costs the
+    JVM ~0.2 s of CPU); the first ``readStream`` of an instrumented session attaches one, once; a session the
+    plugin does not follow gets none."""
+    seen: list[int] = []
+
+    def batch_then_streams(spark: Any, workdir: str) -> None:
+        from spark_plugin import lifecycle
+
+        app = lifecycle.applications()[0]
+        spark.range(3).write.mode("overwrite").parquet(f"{workdir}/batch")
+        seen.append(len(app._streams))
+        spark.readStream.format("rate")  # noqa: B018 - reading the property is the point
+        spark.readStream.format("rate")  # noqa: B018
+        seen.append(len(app._streams))
+        spark.newSession().readStream.format("rate")  # noqa: B018 - not instrumented: not followed
+        seen.append(len(app._streams))
+
+    events, app = run_captured(spark, workdir, batch_then_streams)
+    assert seen == [0, 1, 1]
+    assert app._streams == [] and not app.guard.failures  # detached at the end
+    assert [e["eventType"] for e in events if e["job"]["name"] == APP] == ["START", "COMPLETE"]

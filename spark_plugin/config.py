@@ -155,6 +155,15 @@ def strip_prefix(spark_conf: Mapping[str, str]) -> dict[str, str]:
     return {k[len(PREFIX):]: v for k, v in spark_conf.items() if k.startswith(PREFIX)}
 
 
+def emitter_keys(keys: Mapping[str, str]) -> dict[str, str]:
+    """The keys of the sections the emitter reads (transport, spool, facets...): unknown keys are warned about
+    by this plugin once, and the JVM integration's own keys (``filter.*``, ``run.tags``, ``debugFacet``...) are
+    this plugin's to accept; handed to the emitter, either would be warned about again."""
+    from emitter.config import KNOWN_TOP_LEVEL_KEYS
+
+    return {k: v for k, v in keys.items() if k.split(".", 1)[0] in KNOWN_TOP_LEVEL_KEYS}
+
+
 def unknown_keys(keys: Mapping[str, str]) -> list[str]:
     """Keys (prefix removed) neither this plugin nor the emitter reads, sorted."""
     return sorted(k for k in keys if k not in KNOWN_KEYS and not any(p.fullmatch(k) for p in KNOWN_PATTERNS))
@@ -212,6 +221,7 @@ class PluginConfig:
     emitter_overrides: Mapping[str, str]  # prefix-less keys for ``Emitter.from_config``
     unknown: tuple[str, ...]
     debug: DebugSettings = DebugSettings()
+    rdd_events: bool = True  # False with the JVM's ``filter.rddEventsDisabled=true``: no RDD-only job runs
 
     @classmethod
     def from_spark_conf(cls, spark_conf: Mapping[str, str], environ: Mapping[str, str] | None = None) -> PluginConfig:
@@ -243,10 +253,10 @@ class PluginConfig:
             shutdown_timeout_s=float(keys.get("python.shutdownTimeoutSeconds", DEFAULT_SHUTDOWN_TIMEOUT_S)),
             queue_size=int(keys.get("python.queueSize", DEFAULT_QUEUE_SIZE)),
             poll_interval_s=max(0.0, float(keys.get("python.pollIntervalSeconds", DEFAULT_POLL_INTERVAL_S))),
-            # unknown keys are warned about here once; the emitter would warn again about the same keys
-            emitter_overrides={k: v for k, v in keys.items() if k not in unknown},
+            emitter_overrides=emitter_keys(keys),
             unknown=tuple(unknown),
             debug=debug,
+            rdd_events=not _truthy(keys.get("filter.rddEventsDisabled", "")),
         )
 
     def warn_unknown(self) -> None:

@@ -280,7 +280,7 @@ class Application:
 
     def on_rdd_action(self, action: rdd_jobs.RddAction) -> None:
         """An RDD action ended on an application thread: queue it (never blocks)."""
-        if self.listener.active and action.last_job > action.first_job:
+        if self.listener.active and self.config.rdd_events and action.last_job > action.first_job:
             self.worker.submit(action)
 
     def on_stream_batch(self, batch: streaming.StreamBatch) -> None:

@@ -160,7 +160,7 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
     jplan, plan_json, root = plan.jplan, plan.json, plan.root
     nodes = list(plan_tree.walk(root))
     streaming = any(n.fields.get("isStreaming") is True or n.name in _STREAMING_LEAVES for n in nodes)
-    if root.cls in FILTERED_ROOTS and not (streaming and root.cls in _KEPT_WHEN_STREAMING):
+    if _filtered(root.cls, streaming, spark_conf):
         return None
 
     ctx = PlanContext(qe, root, jplan, spark_conf)
@@ -254,15 +254,32 @@ JVM_DEFAULT_DISABLED = ("spark_unknown", "spark.logicalPlan", "debug")
 LOGICAL_PLAN = "spark.logicalPlan"
 
 
+def _filtered(root_class: str, streaming: bool, conf: Mapping[str, str]) -> bool:
+    """The JVM's ``SparkNodesFilter``: a plan whose root is in :data:`FILTERED_ROOTS` is not emitted, unless the
+    root's class is in ``filter.allowedSparkNodes``; one in ``filter.deniedSparkNodes`` is filtered too (both
+    ``[a;b]`` lists of class names). A streaming plan keeps a Project root and ignores both lists, as there."""
+    if streaming:
+        return root_class in FILTERED_ROOTS and root_class not in _KEPT_WHEN_STREAMING
+    if root_class in _conf_list(conf, "filter.allowedSparkNodes"):
+        return False
+    return root_class in FILTERED_ROOTS or root_class in _conf_list(conf, "filter.deniedSparkNodes")
+
+
+def _conf_list(conf: Mapping[str, str], key: str) -> list[str]:
+    """A JVM integration list setting: ``[a;b]`` (brackets optional), items trimmed; empty when unset."""
+    value = conf.get(_CONF + key)
+    return [] if value is None else [item.strip() for item in str(value).strip().strip("[]").split(";")
+                                     if item.strip()]
+
+
 def jvm_facet_enabled(conf: Mapping[str, str], name: str) -> bool:
     """The JVM's ``FacetUtils.isFacetDisabled`` negated: ``facets.<name>.disabled`` when set, else whether
     ``name`` is missing from ``facets.disabled`` (``[a;b]``; default: :data:`JVM_DEFAULT_DISABLED`)."""
     own = conf.get(f"{_CONF}facets.{name}.disabled")
     if own is not None:
         return str(own).strip().lower() != "true"
-    listed = conf.get(_CONF + "facets.disabled")
-    disabled = JVM_DEFAULT_DISABLED if listed is None else [
-        f.strip() for f in str(listed).strip().strip("[]").split(";") if f.strip()]
+    disabled = JVM_DEFAULT_DISABLED if conf.get(_CONF + "facets.disabled") is None else _conf_list(
+        conf, "facets.disabled")
     return name not in disabled
 
 

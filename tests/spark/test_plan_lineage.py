@@ -55,6 +55,7 @@ def on_spark_3(value: Any) -> Any:
     return None if SPARK_4 else value
 
 
+SHOW_TABLES = "org.apache.spark.sql.catalyst.plans.logical.ShowTables"
 SRC = "spark.createDataFrame([(1, 'a'), (2, 'b')], 'key int, value string').write.parquet('{tmp}/in/src')"
 SRC_DS = Ds("file", "{tmp}/in/src", SCHEMA_KV)
 
@@ -129,6 +130,15 @@ CASES = [
          "spark.read.parquet('{tmp}/in/src').filter('key > 1').collect()",
          ["filter"], [SRC_DS], []),
     Case("count_is_not_emitted", SRC, "spark.read.parquet('{tmp}/in/src').count()", [None], [], []),
+    # the JVM's filter.allowedSparkNodes / deniedSparkNodes ([a;b] lists of root classes; SparkNodesFilter)
+    Case("filter_allowed_root_is_emitted", "", "spark.sql('SHOW TABLES')", ["show_tables"], [], [],
+         sql="SHOW TABLES", conf={"spark.openlineage.filter.allowedSparkNodes": f"[{SHOW_TABLES}]"}),
+    Case("filter_allowed_list_leaves_the_rest_filtered", SRC, "spark.read.parquet('{tmp}/in/src').count()", [None],
+         [], [], conf={"spark.openlineage.filter.allowedSparkNodes": f"[{SHOW_TABLES}]"}),
+    Case("filter_denied_root_is_not_emitted", SRC, "spark.read.parquet('{tmp}/in/src').write.parquet('{tmp}/out/d')",
+         [None], [], [], conf={"spark.openlineage.filter.deniedSparkNodes": "[org.apache.spark.sql.catalyst.plans."
+                               "logical.ShowTables; org.apache.spark.sql.execution.datasources."
+                               "InsertIntoHadoopFsRelationCommand]"}),
     Case("projection_read_is_not_emitted", SRC,
          "spark.read.parquet('{tmp}/in/src').select('key').collect()", [None], [], []),
     Case("temp_view_resolves_to_its_source",

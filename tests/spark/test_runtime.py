@@ -94,6 +94,11 @@ def parent_of(event: dict) -> tuple | None:
             parent["root"]["job"]["namespace"], parent["root"]["job"]["name"], parent["root"]["run"]["runId"])
 
 
+def rdd_save_then_write(spark: Any, workdir: str) -> None:
+    spark.sparkContext.parallelize(["a", "b"]).saveAsTextFile(f"{workdir}/lake/text")
+    write_orders(spark, workdir)
+
+
 # (id, extra conf, action, expected (eventType, job name) in delivery order)
 SCENARIOS = [
     # RUNNING: the JVM's event at the end of the write's Spark job, with its output statistics
@@ -103,6 +108,9 @@ SCENARIOS = [
     ("action_fails", {}, failing_write,
      [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("FAIL", WRITE_JOB), ("COMPLETE", APP)]),
     ("analysis_error_not_emitted", {}, analysis_error, [("START", APP), ("COMPLETE", APP)]),
+    # the JVM's filter.rddEventsDisabled: an RDD-only job (here a saveAsTextFile) gets no run; SQL actions still do
+    ("rdd_events_disabled", {"spark.openlineage.filter.rddEventsDisabled": "true"}, rdd_save_then_write,
+     [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("COMPLETE", WRITE_JOB), ("COMPLETE", APP)]),
     ("namespace_and_app_name", {"spark.openlineage.namespace": "team-a", "spark.openlineage.appName": "NightlyLoad"},
      write_orders,
      [("START", "nightly_load"), ("START", "nightly_load.execute_insert_into_hadoop_fs_relation_command.lake_orders"),

@@ -67,6 +67,8 @@ CONFIGS = [
     ("smart_debug_keeps_the_facet", {P + "debug.smart": "true", P + "facets.debug.disabled": "true"}, {},
      dict(disabled_facets=frozenset())),
     ("debug_disabled", {P + "facets.debug.disabled": "true"}, {}, dict(disabled_facets=frozenset({"debug"}))),
+    ("rdd_events_by_default", {}, {}, dict(rdd_events=True)),
+    ("rdd_events_disabled", {P + "filter.rddEventsDisabled": "true"}, {}, dict(rdd_events=False, unknown=())),
     ("unknown_keys", {P + "nmespace": "x", P + "transport.type": "http", P + "transport.auth.apiKey": "k",
                       P + "jobName.appendDatasetName": "false", P + "debugFacet": "enabled",
                       P + "columnLineage.datasetLineageEnabled": "true", P + "python.enabeld": "true"}, {},
@@ -101,6 +103,35 @@ TAGS = [
 @pytest.mark.parametrize("text,expected", TAGS)
 def test_parse_tags(text, expected):
     assert parse_tags(text) == tuple(expected)
+
+
+#: the JVM integration's keys a configuration shared with JVM jobs carries: accepted without a word
+JVM_KEYS = {P + "filter.allowedSparkNodes": "[x]", P + "filter.deniedSparkNodes": "[y]",
+            P + "filter.rddEventsDisabled": "false", P + "run.tags": "a", P + "job.tags": "b",
+            P + "job.owners.team": "t", P + "debugFacet": "enabled", P + "timeoutSecs": "5",
+            P + "overriddenAppName": "x", P + "columnLineage.datasetLineageEnabled": "true",
+            P + "circuitBreaker.type": "simpleMemory", P + "jobName.appendDatasetName": "false",
+            P + "dataset.removePath.pattern": "(.*)", P + "facets.disabled": "[a]", P + "vendors.x.y": "1",
+            P + "metrics.type": "x", P + "testExtensionProvider": "x", P + "capturedProperties": "a",
+            P + "debug.smart": "true", P + "python.queueSize": "5", P + "transport.type": "file",
+            P + "transport.location": "/tmp/lineage.jsonl"}
+
+
+def test_the_jvm_keys_are_accepted_quietly_by_the_plugin_and_its_emitter(caplog, monkeypatch, tmp_path):
+    """Neither the plugin's one warning nor the emitter's configuration loader says anything about them; the
+    emitter gets only the sections it reads."""
+    from emitter.config import load_config
+
+    for name in [n for n in os.environ if n.startswith("OPENLINEAGE")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", str(tmp_path / "none.yml"))
+    config = PluginConfig.from_spark_conf({"spark.app.name": "a", **JVM_KEYS}, environ={})
+    with caplog.at_level(logging.DEBUG):
+        config.warn_unknown()
+        load_config(config.emitter_overrides)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert config.emitter_overrides == {"dataset.removePath.pattern": "(.*)", "facets.disabled": "[a]",
+                                        "transport.type": "file", "transport.location": "/tmp/lineage.jsonl"}
 
 
 def test_emitter_overrides_drop_unknown_keys_and_prefix():

@@ -283,6 +283,11 @@ class Application:
         if self.listener.active and self.config.rdd_events and action.last_job > action.first_job:
             self.worker.submit(action)
 
+    def on_reader_jobs(self, item: rdd_jobs.ReaderJobs) -> None:
+        """A DataFrameReader call ran Spark jobs (called on the application's thread): queue it (never blocks)."""
+        if self.listener.active and self.config.rdd_events:
+            self.worker.submit(item)
+
     def on_stream_batch(self, batch: streaming.StreamBatch) -> None:
         """A streaming query ran a micro-batch (called on Spark's listener thread): queue it (never blocks)."""
         if self.listener.active:
@@ -336,6 +341,26 @@ class Application:
                                                        programmingLanguage="PYTHON")
         records.append(RunRecord(FAIL if action.error is not None else COMPLETE, action.end, inputs=end_inputs,
                                  outputs=end_outputs, run_facets=end_facets, **common))
+        return records
+
+    def reader_records(self, item: rdd_jobs.ReaderJobs) -> list[RunRecord]:
+        """The START of each Spark job a DataFrameReader call ran outside SQL executions (schema inference), as
+        the JVM reports them: an RDD job with the read directories as inputs and no end event."""
+        from spark_plugin.plan_context import path_raw
+        from spark_plugin.plan_lineage import _FacetBuilder
+
+        facets = _FacetBuilder(self.spark_conf)
+        records = []
+        for suffix, when, directories in rdd_jobs.reader_job_runs(self.sc, self._poll_session, item):
+            inputs: dict[tuple[str, str], Any] = {}
+            for directory in directories:
+                raw = path_raw(directory)
+                inputs.setdefault((raw.namespace, raw.name), raw)
+            job = JobRef(self.config.namespace, f"{self.config.app_name}.{suffix}")
+            records.append(RunRecord(START, when, job=job, run_id=new_run_id(when), parent=self.run,
+                                     root=self.action_root, job_type=RDD_JOB_TYPE, job_facets=self.job_facets,
+                                     inputs=tuple(facets.dataset(raw) for raw in inputs.values()),
+                                     run_facets=self.facets))
         return records
 
     # ---- the execution poll (worker thread): START and RUNNING while an action runs ------------------------
@@ -435,6 +460,8 @@ class Application:
             records = self._debugged(self.action_records(item), item.qe)
         elif isinstance(item, rdd_jobs.RddAction):
             records = self._debugged(self.guard.call("rdd lineage", self.rdd_records, item) or [])
+        elif isinstance(item, rdd_jobs.ReaderJobs):
+            records = self._debugged(self.guard.call("reader jobs", self.reader_records, item) or [])
         elif isinstance(item, streaming.StreamBatch):
             records = self._debugged(self.guard.call("streaming lineage", streaming.batch_records, self, item) or [],
                                      item.qe)
@@ -659,6 +686,14 @@ def _app_of_context(sc: Any) -> Application | None:
     return None
 
 
+def _any_live_app() -> Application | None:
+    """The live application of this process (one SparkContext per process), for the reader wrappers."""
+    for app in _live:  # no lock: a list read is atomic
+        if not app.finished and not app.context_stopped:
+            return app
+    return None
+
+
 def _is_classic(spark: Any) -> bool:
     return hasattr(spark, "_jsparkSession")  # Spark Connect sessions have no JVM session in this process
 
@@ -686,6 +721,7 @@ def _start(spark: Any, conf: Mapping[str, str] | None) -> Application | None:
         app.add_session(spark)
         app.hook_stop()
         rdd_jobs.install(_app_of_context)
+        rdd_jobs.install_reader(_any_live_app)
         streaming.install(_app_of_context)
         app.begin()
         exit_status.install()

@@ -17,6 +17,7 @@ single input and ``outputStatistics`` on the output; a job without an output onl
 """
 from __future__ import annotations
 
+import re
 import threading
 from datetime import datetime, timezone
 from typing import Any
@@ -206,3 +207,181 @@ def job_statistics(sc: Any, first_job: int, last_job: int) -> dict[str, int]:
             for key in totals:
                 totals[key] += int(getattr(stage, key)())
     return totals
+
+
+# ---- jobs Spark runs by itself while a DataFrameReader resolves its relation ------------------------------------
+#
+# The JVM integration reports every Spark job that has no SQL execution as an RDD job, those Spark starts by itself
+# included: resolving ``spark.read.parquet(dir)`` runs one to read the Parquet footers (Spark's schema merging:
+# ``parallelize((path, length) of the footer files).mapPartitions(...).collect()``), JSON and CSV schema inference
+# scan the files. The JVM names the job from its final RDD (``map_partitions_parallel_collection``) and reads its
+# inputs from the RDDs: the parent directory of each parallelized path, or of each scanned file; with no output it
+# sends the START only. Python sees no such job start, and once it ended its RDDs are gone, so the wrappers below
+# note the job ids a reader call ran (two py4j calls) and the worker rebuilds what the JVM reports: the name from
+# the jobs' RDD operation graph in Spark's status store, the inputs from the directories of the files the returned
+# DataFrame reads (what the footers and the scanned files are part of; partition folders are trimmed afterwards).
+# Jobs of SQL executions (CSV inference's ``take(1)``) are left to the query-execution listener.
+
+#: ``DataFrameReader`` methods that may resolve a file relation (``table`` reads the catalog's schema).
+READER_METHODS = ("load", "parquet", "orc", "json", "csv", "text", "xml")
+#: The JVM's ``ParallelCollectionRDDExtractor`` reads at most this many elements.
+MAX_PATHS = 1000
+#: Recent SQL executions looked at for the jobs a reader call ran inside one (CSV inference's ``take(1)``).
+RECENT_EXECUTIONS = 16
+
+_reading = threading.local()
+
+
+@attrs.frozen
+class ReaderJobs:
+    """The Spark jobs [first_job, last_job) one ``DataFrameReader`` call ran and the DataFrame it returned."""
+
+    df: Any  # the returned pyspark DataFrame (its inputFiles() are read on the worker)
+    first_job: int
+    last_job: int
+    start: datetime
+
+
+def install_reader(find_app: Any) -> None:
+    """Wrap :data:`READER_METHODS` of pyspark's classic ``DataFrameReader`` once per process; ``find_app()``
+    returns the live application or None (then the wrapper only calls through)."""
+    _state["reader_app"] = find_app
+    if _state.get("reader_installed"):
+        return
+    _state["reader_installed"] = True
+    from pyspark.sql.readwriter import DataFrameReader
+
+    for name in READER_METHODS:
+        original = getattr(DataFrameReader, name, None)
+        if original is not None:
+            setattr(DataFrameReader, name, _wrap_read(original))
+
+
+def _wrap_read(original: Any) -> Any:
+    def read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        find_app = _state.get("reader_app")
+        app = None
+        if find_app is not None and not getattr(_reading, "busy", False):
+            try:
+                app = find_app()
+            except Exception:  # noqa: BLE001 - never in the application's way
+                app = None
+        if app is None:
+            return original(self, *args, **kwargs)
+        first = app.guard.call("reader hook", _next_job_id, app.sc)
+        start = datetime.now(timezone.utc)
+        _reading.busy = True  # a reader method calling another is one call
+        try:
+            df = original(self, *args, **kwargs)
+        finally:
+            _reading.busy = False
+        if first is not None:
+            app.guard.call("reader hook", _note_read, app, df, first, start)
+        return df
+
+    read.__wrapped__ = original  # type: ignore[attr-defined]
+    read.__name__, read.__doc__ = original.__name__, original.__doc__
+    return read
+
+
+def _note_read(app: Any, df: Any, first: int, start: datetime) -> None:
+    last = _next_job_id(app.sc)
+    if last > first:
+        app.on_reader_jobs(ReaderJobs(df, first, last, start))
+
+
+def reader_job_runs(sc: Any, jsession: Any, item: ReaderJobs) -> list[tuple[str, datetime, list[str]]]:
+    """(job name suffix, submission time, input directories) of each job of ``item`` that no SQL execution ran;
+    nothing when the DataFrame reads no file (the JVM finds no input then)."""
+    from emitter import naming
+
+    jsc = sc._jsc.sc()
+    try:
+        jsc.listenerBus().waitUntilEmpty(2000)  # the status stores learn of the jobs from the listener bus
+    except Exception:  # noqa: BLE001 - a busy bus: what the stores hold is used
+        pass
+    directories: dict[str, None] = {}
+    for path in list(item.df.inputFiles())[:MAX_PATHS]:
+        directories[str(path).rstrip("/").rsplit("/", 1)[0]] = None
+    if not directories:
+        return []
+    in_sql = _sql_job_ids(jsession)
+    store = jsc.statusStore()
+    runs = []
+    for job_id in range(item.first_job, item.last_job):
+        if job_id in in_sql:
+            continue
+        name = _graph_job_name(store, job_id)
+        if name is None:
+            continue
+        submitted = store.job(job_id).submissionTime()
+        when = datetime.fromtimestamp(submitted.get().getTime() / 1000.0, tz=timezone.utc) \
+            if submitted.isDefined() else item.start
+        runs.append((naming.normalize_name(name), when, list(directories)))
+    return runs
+
+
+def _sql_job_ids(jsession: Any) -> set[int]:
+    """Job ids of the most recent SQL executions."""
+    store = jsession.sharedState().statusStore()
+    count = int(store.executionsCount())
+    recent = store.executionsList(max(0, count - RECENT_EXECUTIONS), RECENT_EXECUTIONS)
+    ids: set[int] = set()
+    for i in range(recent.size()):
+        keys = recent.apply(i).jobs().keys().iterator()
+        while keys.hasNext():
+            ids.add(int(keys.next()))
+    return ids
+
+
+def _graph_job_name(store: Any, job_id: int) -> str | None:
+    """The JVM's ``nameRDD`` of a job's final RDD, from the RDD operation graphs of its stages (the result stage
+    last): each RDD's name, or its class without ``RDD`` in snake case, then its dependencies'."""
+    names: dict[int, str] = {}
+    parents: dict[int, list[int]] = {}
+    last_stage: list[int] = []
+    graphs = store.operationGraphForJob(job_id).iterator()
+    while graphs.hasNext():
+        graph = graphs.next()
+        last_stage = _collect_nodes(graph.rootCluster(), names)
+        for edges in (graph.edges(), graph.incomingEdges()):
+            iterator = edges.iterator()
+            while iterator.hasNext():
+                edge = iterator.next()
+                parents.setdefault(int(edge.toId()), []).append(int(edge.fromId()))
+    if not last_stage:
+        return None
+    return _node_name(max(last_stage), names, parents, [200])
+
+
+def _collect_nodes(cluster: Any, names: dict[int, str]) -> list[int]:
+    ids = []
+    stack = [cluster]
+    while stack:
+        current = stack.pop()
+        nodes = current.childNodes().iterator()
+        while nodes.hasNext():
+            node = nodes.next()
+            names[int(node.id())] = str(node.name())
+            ids.append(int(node.id()))
+        clusters = current.childClusters().iterator()
+        while clusters.hasNext():
+            stack.append(clusters.next())
+    return ids
+
+
+_RDD_CLASS = re.compile(r"[A-Z][A-Za-z0-9]*RDD\d*")
+
+
+def _node_name(node: int, names: dict[int, str], parents: dict[int, list[int]], budget: list[int]) -> str:
+    from emitter import naming
+
+    budget[0] -= 1
+    own = names.get(node, "")
+    if _RDD_CLASS.fullmatch(own):  # an RDD without a name of its own is shown by its class
+        own = naming.normalize_name(re.sub(r"RDD\d*$", "", own))
+    dependencies = list(dict.fromkeys(parents.get(node, [])))
+    if not dependencies or budget[0] <= 0:
+        return own
+    joined = "_".join(_node_name(p, names, parents, budget) for p in dependencies)[:MAX_NAME]
+    return _combine(own, joined)

@@ -397,6 +397,7 @@ SCRIPT_FIXTURES: dict[str, tuple[str, dict[str, str], tuple[str, ...]]] = {
     "rdd_with_parquet": ("testRddWithParquet", {}, ("pysparkRDDWithParquet",)),
     "single_input_rdd": ("testSingleRddInputStats", {}, ("pysparkSingleRDDStatistics",)),
     "emit_metrics": ("testEmitMetrics", {}, ("pysparkMetricsEnd",)),
+    "input_only_rdd": ("tesInputOnlyRdd", {}, ()),  # their testRddRepartition asserts instead of matching
 }
 #: fixtures we do not match yet, and why (strict xfails)
 SCRIPT_GAPS: dict[str, str] = {}
@@ -408,7 +409,7 @@ SCRIPT_SEQUENCES = {script: (fixtures,) for script, (_, _, fixtures) in SCRIPT_F
 }
 #: the tests that read script_events (it runs only the scripts the selected ones need)
 SCRIPT_TESTS = ("test_their_scripts_match_their_expected_events", "test_debug_facet_parts",
-                "test_their_scripts_send_in_their_order")
+                "test_their_scripts_send_in_their_order", "test_input_only_rdd_job")
 # (their spark_hive_catalog.py points Spark at a metastore that does not exist: replayed above instead)
 
 
@@ -483,6 +484,19 @@ def test_their_scripts_send_in_their_order(script_events, script):
             out_of_order = in_their_order(expected, events)
             assert out_of_order is None, f"{sequence[out_of_order]} is not sent after {sequence[:out_of_order]}"
     assert order_problems(events) == []
+
+
+@pytest.mark.parametrize("script", ["input_only_rdd"])
+def test_input_only_rdd_job(script_events, script):
+    """Their testRddRepartition: the job Spark runs inside ``spark.read.parquet`` to read the footers (no SQL
+    execution) is an RDD job named ``map_partitions...`` whose events have no output and the read directory as
+    their only input; the RDD transformations after it run nothing."""
+    root, events = script_events[script]
+    jobs = [e for e in events if "map_partitions" in e["job"]["name"]]
+    assert [(e["eventType"], e["job"]["name"], e["job"]["facets"]["jobType"]["jobType"]) for e in jobs] == [
+        ("START", "open_lineage_integration_input_only_rdd.map_partitions_parallel_collection", "RDD_JOB")]
+    assert [o for e in jobs for o in e["outputs"]] == []
+    assert [i["name"] for e in jobs for i in e["inputs"]] == [f"{root}/tmp/input_rdd"]
 
 
 # --- the debug facet --------------------------------------------------------------------------------------
@@ -673,7 +687,8 @@ def test_input_statistics_of_sql_actions(spark, workdir, setup, action, expected
     setup(spark, workdir, workdir)
     events, _ = run_captured(spark, workdir, lambda s, _: action(s, workdir))
     want = expected(spark, workdir)
-    actions = [e for e in events if "." in e["job"]["name"]]
+    # the SQL action (a read's Parquet schema-merge job is an RDD job of its own)
+    actions = [e for e in events if e["job"]["facets"]["jobType"]["jobType"] == "SQL_JOB"]
     assert [e["eventType"] for e in actions] == ["START", "RUNNING", "COMPLETE"]
     for event in actions:
         stats = [{k: v for k, v in i["inputFacets"]["inputStatistics"].items() if not k.startswith("_")}

@@ -148,6 +148,52 @@ def test_event_sequence(spark, workdir, name, conf, action, expected):
         assert start["outputs"][0]["name"] == f"{workdir}/lake/orders"
 
 
+def _two_parquet_partitions(spark: Any, workdir: str) -> None:
+    spark.createDataFrame([(1, 2020), (2, 2021)], "v int, year int").write.partitionBy("year").parquet(
+        f"{workdir}/lake/parted")
+
+
+# (id, extra conf, set-up, read, expected (event type, job name, jobType, input names) of the reader's jobs)
+READER_CASES = [
+    # Spark's Parquet schema merging: parallelize((footer path, length)).mapPartitions(...).collect()
+    ("parquet", {}, write_orders, lambda spark, wd: spark.read.parquet(f"{wd}/lake/orders"),
+     [("START", f"{APP}.map_partitions_parallel_collection", "RDD_JOB", ["{wd}/lake/orders"])]),
+    ("parquet_partitions_trimmed", {}, _two_parquet_partitions,
+     lambda spark, wd: spark.read.parquet(f"{wd}/lake/parted"),
+     [("START", f"{APP}.map_partitions_parallel_collection", "RDD_JOB", ["{wd}/lake/parted"])]),
+    ("parquet_with_a_schema_runs_no_job", {}, write_orders,
+     lambda spark, wd: spark.read.schema("order_id long").parquet(f"{wd}/lake/orders"), []),
+    ("load", {}, write_orders, lambda spark, wd: spark.read.format("parquet").load(f"{wd}/lake/orders"),
+     [("START", f"{APP}.map_partitions_parallel_collection", "RDD_JOB", ["{wd}/lake/orders"])]),
+    ("rdd_events_disabled", {"spark.openlineage.filter.rddEventsDisabled": "true"}, write_orders,
+     lambda spark, wd: spark.read.parquet(f"{wd}/lake/orders"), []),
+]
+
+
+@pytest.mark.parametrize("name,conf,setup,read,expected", READER_CASES, ids=[c[0] for c in READER_CASES])
+def test_jobs_spark_runs_inside_a_read(spark, workdir, name, conf, setup, read, expected):
+    """The JVM integration reports the Spark jobs a read runs outside any SQL execution (schema inference) as RDD
+    jobs: START only, the read directory as input; the read's own SQL-less DataFrame is not an action."""
+    setup(spark, workdir)
+    events, app = run_captured(spark, workdir, lambda s, wd: read(s, wd), conf)
+    jobs = [(e["eventType"], e["job"]["name"], e["job"]["facets"]["jobType"]["jobType"],
+             [i["name"] for i in e["inputs"]]) for e in events if e["job"]["facets"]["jobType"]["jobType"] == "RDD_JOB"]
+    assert jobs == [(t, j, k, [i.format(wd=workdir) for i in ins]) for t, j, k, ins in expected]
+    assert all(e["outputs"] == [] for e in events if e["job"]["facets"]["jobType"]["jobType"] == "RDD_JOB")
+    assert not app.guard.failures
+
+
+def test_json_schema_inference_is_an_rdd_job(spark, workdir):
+    """JSON schema inference scans the files outside any SQL execution: one RDD job, named from its RDDs as the
+    JVM names them, reading the directory."""
+    spark.createDataFrame([(1, "a")], "k int, v string").write.json(f"{workdir}/lake/j")
+    events, _ = run_captured(spark, workdir, lambda s, wd: s.read.json(f"{wd}/lake/j"))
+    (job,) = [e for e in events if e["job"]["facets"]["jobType"]["jobType"] == "RDD_JOB"]
+    assert (job["eventType"], job["job"]["name"].startswith(f"{APP}.map_partitions_"), job["outputs"]) == (
+        "START", True, [])
+    assert [i["name"] for i in job["inputs"]] == [f"{workdir}/lake/j"]
+
+
 def slow_write(spark: Any, workdir: str) -> None:
     """A write whose two tasks each sleep 2.5 s in the JVM (no Python worker)."""
     spark.range(0, 2, 1, 2).selectExpr("id", "reflect('java.lang.Thread', 'sleep', CAST(2500 AS BIGINT)) AS s") \
@@ -344,7 +390,8 @@ def test_plugin_failure_loses_lineage_not_the_job(spark, workdir, monkeypatch, c
 
     with caplog.at_level(logging.WARNING, logger="spark_plugin"):
         events, _ = run_captured(spark, workdir, two_writes)
-    assert kinds(events) == [("START", APP), ("COMPLETE", APP)]
+    # the read's Parquet schema-merge job does not go through the plan reader
+    assert kinds(events) == [("START", APP), ("START", f"{APP}.map_partitions_parallel_collection"), ("COMPLETE", APP)]
     warnings = [r.getMessage() for r in caplog.records if r.name.startswith("spark_plugin")]
     assert len(warnings) == 1
     assert warnings[0].startswith("lineage capture: lineage failed (RuntimeError: plan reader bug)")

@@ -21,6 +21,8 @@ APP_FILE = Path(__file__).parent / "apps" / "orders_app.py"
 APP = "orders_app"
 WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_orders"
 FAILED_WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_failed"
+#: the Parquet schema-merge job Spark runs inside the app's spark.read.parquet: an RDD job with a START only (JVM)
+FOOTERS = f"{APP}.map_partitions_parallel_collection"
 PARENT_RUN = "01890000-0000-7000-8000-000000000001"
 
 pytestmark = pytest.mark.skipif(not SPARK_SUBMIT.exists(), reason="spark-submit not found next to python")
@@ -62,16 +64,17 @@ PARENT = {"spark.openlineage.parentJobNamespace": "airflow", "spark.openlineage.
 # (id, app ending, extra conf, exit code, expected (eventType, job) sequence, app error message or None)
 SCENARIOS = [
     ("stop", "stop", {**ON, **FILE, **PARENT}, 0,
-     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("COMPLETE", APP)], None),
+     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FOOTERS), ("COMPLETE", APP)],
+     None),
     ("action_fails", "action_fails", {**ON, **FILE}, 1,
-     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE),
+     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FOOTERS),
       ("START", FAILED_WRITE), ("RUNNING", FAILED_WRITE), ("FAIL", FAILED_WRITE),
       ("FAIL", APP)], "boom in a task"),
     ("app_raises", "raise", {**ON, **FILE}, 1,
-     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("FAIL", APP)],
+     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FOOTERS), ("FAIL", APP)],
      "ValueError: boom from the app"),
     ("sys_exit_3", "exit3", {**ON, **FILE}, 3,
-     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("FAIL", APP)],
+     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FOOTERS), ("FAIL", APP)],
      "the application exited with code 3"),
 ]
 
@@ -169,6 +172,7 @@ def test_dead_backend_and_no_stop(workdir, hook_pythonpath, isolated_lineage_env
     spooled = spooled_events(isolated_lineage_env)
     # the one in flight when the app ended is spooled too (it may reach the backend as well: at most once more)
     assert {(e["eventType"], e["job"]["name"]) for e in spooled} == {
-        ("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("COMPLETE", APP)}
-    assert [(e["eventType"], e["job"]["name"]) for e in spooled][-4:] == [
-        ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("COMPLETE", APP)]
+        ("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FOOTERS),
+        ("COMPLETE", APP)}
+    assert [(e["eventType"], e["job"]["name"]) for e in spooled][-5:] == [
+        ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FOOTERS), ("COMPLETE", APP)]

@@ -178,10 +178,18 @@ def single_input_rdd(t, d):
     spark.sparkContext.textFile(f"{t}/rdd_input").map(slow).saveAsTextFile(f"{t}/rdd_output/20251030")
 
 
+def input_only_rdd(t, d):
+    spark = session("Open Lineage Integration Input Only RDD")
+    spark.createDataFrame([{"a": "x", "b": "z"}, {"a": "y", "b": "z"}]).write.option("compression", "none").parquet(
+        f"{t}/input_rdd")
+    rdd = spark.read.parquet(f"{t}/input_rdd").rdd
+    rdd.map(lambda x: (x["a"] + x["b"],)).repartition(2)  # transformations only: no action, no job
+
+
 SCRIPTS = {f.__name__: f for f in (word_count, rdd_to_table, hive, overwrite_appname, hadoop_fs_relation,
                                    overwrite_hive, ctas_load, octas_load, cached, create_table, drop_table,
                                    truncate_table, alter_table, cll, emit_metrics, rdd_with_parquet,
-                                   single_input_rdd)}
+                                   single_input_rdd, input_only_rdd)}
 
 if __name__ == "__main__":
     name, root = sys.argv[1], sys.argv[2]

@@ -114,6 +114,7 @@ class Application:
         self.listener = QueryListener(self._on_action, self.guard)
         self._poll: Any = None  # the ExecutionPoll, made on the worker's first tick
         self._poll_session: Any = None  # the JVM session whose SQL status store is polled
+        self._sql_store: Any = None  # its SQL status store (see sql_status_store)
         self._tick_fn = self._tick  # one bound method: the worker's ``current`` while it polls
         self.worker = Worker(self._handle, self.guard, config.queue_size,
                              tick=self._tick_fn if config.poll_interval_s > 0 else None,
@@ -343,6 +344,12 @@ class Application:
                                  outputs=end_outputs, run_facets=end_facets, **common))
         return records
 
+    def sql_status_store(self) -> Any:
+        """The SQL status store of the first session (shared by every session of the context), its proxy kept."""
+        if self._sql_store is None:
+            self._sql_store = self._poll_session.sharedState().statusStore()
+        return self._sql_store
+
     def reader_records(self, item: rdd_jobs.ReaderJobs) -> list[RunRecord]:
         """The START of each Spark job a DataFrameReader call ran outside SQL executions (schema inference), as
         the JVM reports them: an RDD job with the read directories as inputs and no end event."""
@@ -351,7 +358,7 @@ class Application:
 
         facets = _FacetBuilder(self.spark_conf)
         records = []
-        for suffix, when, directories in rdd_jobs.reader_job_runs(self.sc, self._poll_session, item):
+        for suffix, when, directories in rdd_jobs.reader_job_runs(self.sc, self.sql_status_store(), item):
             inputs: dict[tuple[str, str], Any] = {}
             for directory in directories:
                 raw = path_raw(directory)

@@ -123,8 +123,11 @@ def _wrap(original: Any, describe: Any, context_of: Any) -> Any:
 
 def _next_job_id(sc: Any) -> int:
     """The id the next Spark job will get (``DAGScheduler.nextJobId``: an AtomicInteger in Spark 3.5, its value
-    in Spark 4)."""
-    value = sc._jsc.sc().dagScheduler().nextJobId()
+    in Spark 4). The scheduler's proxy is kept: one py4j call (two on 3.5) on an application's thread."""
+    cached = _state.get("scheduler")
+    if cached is None or cached[0] is not sc:
+        cached = _state["scheduler"] = (sc, sc._jsc.sc().dagScheduler())
+    value = cached[1].nextJobId()
     return int(value if isinstance(value, int) else value.get())
 
 
@@ -224,8 +227,9 @@ def job_statistics(sc: Any, first_job: int, last_job: int) -> dict[str, int]:
 
 #: ``DataFrameReader`` methods that may resolve a file relation (``table`` reads the catalog's schema).
 READER_METHODS = ("load", "parquet", "orc", "json", "csv", "text", "xml")
-#: The JVM's ``ParallelCollectionRDDExtractor`` reads at most this many elements.
-MAX_PATHS = 1000
+#: Files of a read whose directories are its jobs' inputs. The footer-merging job reads the first file (unless
+#: ``mergeSchema``); JSON/CSV inference scans them all, whose directories the partition trimming makes one.
+MAX_FILES = 16
 #: Recent SQL executions looked at for the jobs a reader call ran inside one (CSV inference's ``take(1)``).
 RECENT_EXECUTIONS = 16
 
@@ -236,10 +240,11 @@ _reading = threading.local()
 class ReaderJobs:
     """The Spark jobs [first_job, last_job) one ``DataFrameReader`` call ran and the DataFrame it returned."""
 
-    df: Any  # the returned pyspark DataFrame (its inputFiles() are read on the worker)
+    df: Any  # the returned pyspark DataFrame (its files are read on the worker)
     first_job: int
     last_job: int
     start: datetime
+    executions: int  # SQL executions the session's status store held before the call
 
 
 def install_reader(find_app: Any) -> None:
@@ -268,7 +273,7 @@ def _wrap_read(original: Any) -> Any:
                 app = None
         if app is None:
             return original(self, *args, **kwargs)
-        first = app.guard.call("reader hook", _next_job_id, app.sc)
+        first = app.guard.call("reader hook", _read_marks, app)
         start = datetime.now(timezone.utc)
         _reading.busy = True  # a reader method calling another is one call
         try:
@@ -284,13 +289,18 @@ def _wrap_read(original: Any) -> Any:
     return read
 
 
-def _note_read(app: Any, df: Any, first: int, start: datetime) -> None:
+def _read_marks(app: Any) -> tuple[int, int]:
+    """(the next Spark job id, the SQL executions held): two py4j calls on kept proxies."""
+    return _next_job_id(app.sc), int(app.sql_status_store().executionsCount())
+
+
+def _note_read(app: Any, df: Any, marks: tuple[int, int], start: datetime) -> None:
     last = _next_job_id(app.sc)
-    if last > first:
-        app.on_reader_jobs(ReaderJobs(df, first, last, start))
+    if last > marks[0]:
+        app.on_reader_jobs(ReaderJobs(df, marks[0], last, start, marks[1]))
 
 
-def reader_job_runs(sc: Any, jsession: Any, item: ReaderJobs) -> list[tuple[str, datetime, list[str]]]:
+def reader_job_runs(sc: Any, sql_store: Any, item: ReaderJobs) -> list[tuple[str, datetime, list[str]]]:
     """(job name suffix, submission time, input directories) of each job of ``item`` that no SQL execution ran;
     nothing when the DataFrame reads no file (the JVM finds no input then)."""
     from emitter import naming
@@ -300,18 +310,17 @@ def reader_job_runs(sc: Any, jsession: Any, item: ReaderJobs) -> list[tuple[str,
         jsc.listenerBus().waitUntilEmpty(2000)  # the status stores learn of the jobs from the listener bus
     except Exception:  # noqa: BLE001 - a busy bus: what the stores hold is used
         pass
-    directories: dict[str, None] = {}
-    for path in list(item.df.inputFiles())[:MAX_PATHS]:
-        directories[str(path).rstrip("/").rsplit("/", 1)[0]] = None
+    directories = dict.fromkeys(path.rstrip("/").rsplit("/", 1)[0] for path in _files(item.df))
     if not directories:
         return []
-    in_sql = _sql_job_ids(jsession)
+    in_sql = _sql_job_ids(sql_store, item.executions)
     store = jsc.statusStore()
+    graph_class = sc._jvm.org.apache.spark.ui.scope.RDDOperationGraph
     runs = []
     for job_id in range(item.first_job, item.last_job):
         if job_id in in_sql:
             continue
-        name = _graph_job_name(store, job_id)
+        name = _graph_job_name(store, graph_class, job_id)
         if name is None:
             continue
         submitted = store.job(job_id).submissionTime()
@@ -321,12 +330,22 @@ def reader_job_runs(sc: Any, jsession: Any, item: ReaderJobs) -> list[tuple[str,
     return runs
 
 
-def _sql_job_ids(jsession: Any) -> set[int]:
-    """Job ids of the most recent SQL executions."""
-    store = jsession.sharedState().statusStore()
-    count = int(store.executionsCount())
-    recent = store.executionsList(max(0, count - RECENT_EXECUTIONS), RECENT_EXECUTIONS)
+def _files(df: Any) -> list[str]:
+    """The first :data:`MAX_FILES` files ``df`` reads (one py4j call each: py4j cannot hand a JVM ``String[]`` to
+    a method taking ``Object[]``, so the array cannot be joined in the JVM)."""
+    files = df._jdf.inputFiles()
+    return [str(files[i]) for i in range(min(len(files), MAX_FILES))]
+
+
+def _sql_job_ids(sql_store: Any, before: int) -> set[int]:
+    """Job ids of the SQL executions added to the store since it held ``before`` (at most
+    :data:`RECENT_EXECUTIONS`): none to look at for most reads."""
+    count = int(sql_store.executionsCount())
+    added = min(max(0, count - before), RECENT_EXECUTIONS)
     ids: set[int] = set()
+    if added == 0:
+        return ids
+    recent = sql_store.executionsList(count - added, added)
     for i in range(recent.size()):
         keys = recent.apply(i).jobs().keys().iterator()
         while keys.hasNext():
@@ -334,40 +353,44 @@ def _sql_job_ids(jsession: Any) -> set[int]:
     return ids
 
 
-def _graph_job_name(store: Any, job_id: int) -> str | None:
+#: One RDD and one edge of the DOT text Spark's ``RDDOperationGraph.makeDotFile`` writes for a stage:
+#: ``4 [id="node_4" labelType="html" label="<name> [4]<br><call site>"];`` (`` [Cached]`` and the like may follow
+#: the id; the whole label is Java-escaped) and ``4->5;``.
+_DOT_NODE = re.compile(r'^\s*(\d+) \[.*?label="(.*) \[\1\](?: \[[^\]<]*\])*<br>', re.MULTILINE)
+_DOT_EDGE = re.compile(r"^\s*(\d+)->(\d+);", re.MULTILINE)
+
+
+def _graph_job_name(store: Any, graph_class: Any, job_id: int) -> str | None:
     """The JVM's ``nameRDD`` of a job's final RDD, from the RDD operation graphs of its stages (the result stage
-    last): each RDD's name, or its class without ``RDD`` in snake case, then its dependencies'."""
+    last), each read as one DOT text (a few py4j calls a stage instead of a few per RDD): each RDD's name, or its
+    class without ``RDD`` in snake case, then its dependencies' (shuffle dependencies are incoming edges)."""
     names: dict[int, str] = {}
     parents: dict[int, list[int]] = {}
     last_stage: list[int] = []
     graphs = store.operationGraphForJob(job_id).iterator()
     while graphs.hasNext():
         graph = graphs.next()
-        last_stage = _collect_nodes(graph.rootCluster(), names)
-        for edges in (graph.edges(), graph.incomingEdges()):
-            iterator = edges.iterator()
-            while iterator.hasNext():
-                edge = iterator.next()
-                parents.setdefault(int(edge.toId()), []).append(int(edge.fromId()))
+        dot = str(graph_class.makeDotFile(graph))
+        last_stage = []
+        for node, label in _DOT_NODE.findall(dot):
+            names[int(node)] = _dot_label(label)
+            last_stage.append(int(node))
+        for source, target in _DOT_EDGE.findall(dot):
+            parents.setdefault(int(target), []).append(int(source))
+        incoming = graph.incomingEdges().iterator()
+        while incoming.hasNext():
+            edge = incoming.next()
+            parents.setdefault(int(edge.toId()), []).append(int(edge.fromId()))
     if not last_stage:
         return None
     return _node_name(max(last_stage), names, parents, [200])
 
 
-def _collect_nodes(cluster: Any, names: dict[int, str]) -> list[int]:
-    ids = []
-    stack = [cluster]
-    while stack:
-        current = stack.pop()
-        nodes = current.childNodes().iterator()
-        while nodes.hasNext():
-            node = nodes.next()
-            names[int(node.id())] = str(node.name())
-            ids.append(int(node.id()))
-        clusters = current.childClusters().iterator()
-        while clusters.hasNext():
-            stack.append(clusters.next())
-    return ids
+def _dot_label(label: str) -> str:
+    """An RDD's name as the DOT text writes it (Java-escaped)."""
+    if "\\" not in label:
+        return label
+    return label.encode("latin-1", "backslashreplace").decode("unicode_escape")
 
 
 _RDD_CLASS = re.compile(r"[A-Z][A-Za-z0-9]*RDD\d*")

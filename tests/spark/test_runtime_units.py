@@ -331,3 +331,39 @@ def test_worker_drops_when_full_never_blocks(caplog):
     assert handled == ["a", "b", "c", "app-end"]
     worker.stop(5)
     assert worker.submit("late") is False
+
+
+# a stage's DOT text (Spark's RDDOperationGraph.makeDotFile) -> the RDDs' (id, name)
+DOT_NODES = [
+    ('  4 [id="node_4" labelType="html" label="ParallelCollectionRDD [4]<br>parquet at X.java:0"];',
+     [(4, "ParallelCollectionRDD")]),
+    ('  7 [id="node_7" labelType="html" label="MapPartitionsRDD [7] [Cached]<br>x"];', [(7, "MapPartitionsRDD")]),
+    ('  9 [id="node_9" labelType="html" label="my \\"named\\" rdd \\u00e9 [9] [Barrier] [Indeterminate]<br>y"];',
+     [(9, 'my "named" rdd \u00e9')]),
+    ('  subgraph cluster_3 {\n    label="mapPartitions";\n  }\n  4->5;', []),  # clusters and edges name no RDD
+]
+
+
+@pytest.mark.parametrize("dot,expected", DOT_NODES)
+def test_rdd_names_from_the_operation_graph(dot, expected):
+    from spark_plugin.rdd_jobs import _DOT_NODE, _dot_label
+
+    assert [(int(node), _dot_label(label)) for node, label in _DOT_NODE.findall(dot)] == expected
+
+
+# RDD names and dependencies -> the JVM's nameRDD of the last one
+GRAPH_NAMES = [
+    ({4: "ParallelCollectionRDD", 5: "MapPartitionsRDD"}, {5: [4]}, 5, "map_partitions_parallel_collection"),
+    ({1: "FileScanRDD", 2: "MapPartitionsRDD", 3: "SQLExecutionRDD", 4: "MapPartitionsRDD"}, {2: [1], 3: [2], 4: [3]},
+     4, "map_partitions_sql_execution_map_partitions_file_scan"),
+    ({1: "words", 2: "MapPartitionsRDD"}, {2: [1]}, 2, "map_partitions_words"),  # a name of its own stays
+    ({1: "MapPartitionsRDD", 2: "MapPartitionsRDD"}, {2: [1]}, 2, "map_partitions"),  # a prefix is not repeated
+    ({1: "HadoopRDD", 2: "HadoopRDD", 3: "UnionRDD"}, {3: [1, 2]}, 3, "union_hadoop_hadoop"),
+]
+
+
+@pytest.mark.parametrize("names,parents,last,expected", GRAPH_NAMES)
+def test_job_names_from_the_operation_graph(names, parents, last, expected):
+    from spark_plugin.rdd_jobs import _node_name
+
+    assert _node_name(last, names, parents, [200]) == expected

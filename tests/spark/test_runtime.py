@@ -153,6 +153,11 @@ def _two_parquet_partitions(spark: Any, workdir: str) -> None:
         f"{workdir}/lake/parted")
 
 
+def _csv_orders(spark: Any, workdir: str) -> None:
+    spark.createDataFrame([(1, "a"), (2, "b")], "k int, v string").write.option("header", True).csv(
+        f"{workdir}/lake/csv")
+
+
 # (id, extra conf, set-up, read, expected (event type, job name, jobType, input names) of the reader's jobs)
 READER_CASES = [
     # Spark's Parquet schema merging: parallelize((footer path, length)).mapPartitions(...).collect()
@@ -165,6 +170,12 @@ READER_CASES = [
      lambda spark, wd: spark.read.schema("order_id long").parquet(f"{wd}/lake/orders"), []),
     ("load", {}, write_orders, lambda spark, wd: spark.read.format("parquet").load(f"{wd}/lake/orders"),
      [("START", f"{APP}.map_partitions_parallel_collection", "RDD_JOB", ["{wd}/lake/orders"])]),
+    ("csv_schema_inference", {}, _csv_orders,
+     lambda spark, wd: spark.read.option("header", True).option("inferSchema", True).csv(f"{wd}/lake/csv"),
+     [("START", f"{APP}.map_partitions_sql_execution_map_partitions_file_scan", "RDD_JOB", ["{wd}/lake/csv"])]),
+    # not a file relation (the analyzed plan reads an RDD): the jobs of its schema inference read no file
+    ("json_of_an_rdd_reads_no_file", {}, None,
+     lambda spark, wd: spark.read.json(spark.sparkContext.parallelize(['{"k": 1}'])), []),
     ("rdd_events_disabled", {"spark.openlineage.filter.rddEventsDisabled": "true"}, write_orders,
      lambda spark, wd: spark.read.parquet(f"{wd}/lake/orders"), []),
 ]
@@ -174,7 +185,8 @@ READER_CASES = [
 def test_jobs_spark_runs_inside_a_read(spark, workdir, name, conf, setup, read, expected):
     """The JVM integration reports the Spark jobs a read runs outside any SQL execution (schema inference) as RDD
     jobs: START only, the read directory as input; the read's own SQL-less DataFrame is not an action."""
-    setup(spark, workdir)
+    if setup is not None:
+        setup(spark, workdir)
     events, app = run_captured(spark, workdir, lambda s, wd: read(s, wd), conf)
     jobs = [(e["eventType"], e["job"]["name"], e["job"]["facets"]["jobType"]["jobType"],
              [i["name"] for i in e["inputs"]]) for e in events if e["job"]["facets"]["jobType"]["jobType"] == "RDD_JOB"]

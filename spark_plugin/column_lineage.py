@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from openlineage.client.facet_v2 import column_lineage_dataset as cl
 
@@ -66,21 +65,15 @@ def _expressions(node: PlanNode, field: str) -> list[PlanNode]:
 
 
 class _Builder:
-    def __init__(self, jroot: Any, leaves: Mapping[ExprId, tuple[str, str, str]]) -> None:
-        self._jroot = jroot
+    def __init__(self, nodes: plan_tree.JvmNodes, leaves: Mapping[ExprId, tuple[str, str, str]]) -> None:
+        self._nodes = nodes
         self._leaves = leaves  # input attribute -> (namespace, name, field)
         self.direct: dict[ExprId, list[tuple[ExprId, Transformation]]] = {}
         self.indirect: list[tuple[list[ExprId], Transformation]] = []
-        self._objects: dict[tuple, Any] = {(): jroot}  # JVM objects by path: each prefix resolved once
-
-    def _object(self, path: tuple) -> Any:
-        if path not in self._objects:
-            self._objects[path] = plan_tree.resolve(self._object(path[:-1]), path[-1:])
-        return self._objects[path]
 
     def _sql(self, tree: PlanNode) -> str | None:
         try:
-            return str(self._object(tree.path).sql())
+            return str(self._nodes.get(tree.path).sql())
         except Exception:  # noqa: BLE001 - an expression without SQL form: no description
             return None
 
@@ -127,7 +120,7 @@ class _Builder:
             for condition in _expressions(node, "condition"):
                 sql = self._sql(condition)
                 try:
-                    kind = str(self._object(node.path).joinType().sql())
+                    kind = str(self._nodes.get(node.path).joinType().sql())
                 except Exception:  # noqa: BLE001 - a join type without SQL form: no description
                     kind = None
                 description = f"{kind} JOIN ON {sql}" if sql and kind else None
@@ -196,13 +189,14 @@ def query_of(root: PlanNode) -> PlanNode | None:
     return root.children[0] if root.children else None
 
 
-def build(jroot: Any, root: PlanNode, leaves: Mapping[ExprId, tuple[str, str, str]],
+def build(nodes: plan_tree.JvmNodes, root: PlanNode, leaves: Mapping[ExprId, tuple[str, str, str]],
           field_names: list[str]) -> cl.ColumnLineageDatasetFacet | None:
-    """The facet for the output whose schema names are ``field_names`` (positional over the query output)."""
+    """The facet for the output whose schema names are ``field_names`` (positional over the query output);
+    ``nodes``: the JVM objects of ``root``'s plan (expression descriptions are Spark's ``sql()`` of them)."""
     query = query_of(root)
     if query is None or not field_names:
         return None
-    builder = _Builder(jroot, leaves)
+    builder = _Builder(nodes, leaves)
     builder.visit(query)
     indirect: list[tuple[tuple, Transformation]] = []
     for refs, transformation in builder.indirect:

@@ -51,15 +51,17 @@ class RawDataset:
 class PlanContext:
     """What handlers need from the JVM, fetched lazily and at most once per action."""
 
-    def __init__(self, qe: Any, root: PlanNode, jroot: Any, spark_conf: Mapping[str, str]) -> None:
+    def __init__(self, qe: Any, root: PlanNode, jroot: Any, spark_conf: Mapping[str, str],
+                 nodes: plan_tree.JvmNodes | None = None) -> None:
+        """``nodes``: the JVM objects of ``jroot``'s nodes found so far (shared by the reads of one plan)."""
         self.qe = qe
         self.root = root
-        self._jroot = jroot
+        self.nodes = nodes or plan_tree.JvmNodes(jroot)
         self.conf = spark_conf
 
     def jvm_node(self, node: PlanNode) -> Any:
         """The JVM object of a node of the optimized plan."""
-        return plan_tree.resolve(self._jroot, node.path)
+        return self.nodes.get(node.path)
 
     @cached_property
     def session(self) -> Any:

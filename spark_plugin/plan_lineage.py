@@ -111,6 +111,12 @@ class ReadPlan:
     jplan: Any
     json: Any
     root: PlanNode
+    #: the JVM objects of its nodes the handlers reached (its START's reads make its end's free)
+    nodes: plan_tree.JvmNodes = attrs.field(eq=False, repr=False)
+
+    @nodes.default
+    def _nodes(self) -> plan_tree.JvmNodes:
+        return plan_tree.JvmNodes(self.jplan)
 
 
 def read_plan(qe: Any, func_name: str = "") -> ReadPlan:
@@ -163,7 +169,7 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
     if _filtered(root.cls, streaming, spark_conf):
         return None
 
-    ctx = PlanContext(qe, root, jplan, spark_conf)
+    ctx = PlanContext(qe, root, jplan, spark_conf, plan.nodes)
     command = _command_name(qe)
     if _flag(spark_conf, "jobName.replaceDotWithUnderscore", False):
         command = command.replace(".", "_")
@@ -185,7 +191,7 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
     facets = _FacetBuilder(spark_conf)
     output_datasets = [facets.dataset(r, stats if i == 0 else None) for i, r in enumerate(_dedupe(outputs))]
     if output_datasets and output_datasets[0].facets.get("schema") is not None and facets.enabled("columnLineage"):
-        output_datasets[0] = _with_column_lineage(output_datasets[0], jplan, root, read_by, facets)
+        output_datasets[0] = _with_column_lineage(output_datasets[0], plan.nodes, root, read_by, facets)
     return ActionLineage(
         command=command,
         job_suffix=job_suffix,
@@ -291,7 +297,7 @@ class LogicalPlanRunFacet(RunFacet):
     plan: list = attr.field(factory=list)
 
 
-def _with_column_lineage(output: Dataset, jplan: Any, root: PlanNode,
+def _with_column_lineage(output: Dataset, nodes: plan_tree.JvmNodes, root: PlanNode,
                          read_by: list[tuple[PlanNode, list[RawDataset]]], facets: _FacetBuilder) -> Dataset:
     """``output`` with the ``columnLineage`` facet (see :mod:`spark_plugin.column_lineage`); as it was when
     the plan cannot be traced."""
@@ -303,7 +309,7 @@ def _with_column_lineage(output: Dataset, jplan: Any, root: PlanNode,
             if len(raws) == 1:  # a relation over several datasets (a JDBC query) has no per-column source
                 leaves.update(column_lineage.leaf_fields(node, raws[0].namespace, facets._name(raws[0].name)))
         names = [f.name for f in output.facets["schema"].fields]
-        facet = column_lineage.build(jplan, root, leaves, names)
+        facet = column_lineage.build(nodes, root, leaves, names)
     except Exception:  # noqa: BLE001 - column lineage is a bonus: the datasets stay
         log.debug("cannot trace the columns of %s", root.cls, exc_info=True)
         return output

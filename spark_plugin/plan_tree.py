@@ -97,19 +97,33 @@ def walk(node: PlanNode) -> Iterator[PlanNode]:
         yield from walk(tree)
 
 
-def resolve(jroot: Any, path: tuple[Step, ...]) -> Any:
-    """The JVM object at ``path`` below ``jroot`` (two py4j calls per step)."""
-    obj = jroot
-    for kind, key in path:
-        if kind == "c":
-            obj = obj.children().apply(key)
-        elif kind == "i":
-            obj = obj.apply(key)
-        else:
-            obj = getattr(obj, key)()
-            if obj.getClass().getSimpleName() == "Some":
-                obj = obj.get()
-    return obj
+def _step(obj: Any, step: Step) -> Any:
+    kind, key = step
+    if kind == "c":
+        return obj.children().apply(key)
+    if kind == "i":
+        return obj.apply(key)
+    obj = getattr(obj, key)()
+    return obj.get() if obj.getClass().getSimpleName() == "Some" else obj
+
+
+class JvmNodes:
+    """The JVM objects of one plan's nodes by path, each path prefix resolved once: the handlers and the column
+    lineage of an action reach the same relations, and its START and end read the same plan (a relation deep in a
+    join is a dozen py4j calls away from the root)."""
+
+    def __init__(self, jroot: Any) -> None:
+        self._objects: dict[tuple[Step, ...], Any] = {(): jroot}
+
+    def get(self, path: tuple[Step, ...]) -> Any:
+        """The JVM object at ``path`` below the root (two py4j calls per step not taken before)."""
+        known = len(path)
+        while path[:known] not in self._objects:
+            known -= 1
+        obj = self._objects[path[:known]]
+        for i in range(known, len(path)):
+            obj = self._objects[path[:i + 1]] = _step(obj, path[i])
+        return obj
 
 
 # --- schemas -------------------------------------------------------------------------------------

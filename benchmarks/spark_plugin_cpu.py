@@ -1,0 +1,153 @@
+"""Where the PySpark plugin's cost goes: the CPU its own threads spend, by part, in the ETL application of
+``spark_overhead.py`` under ``spark-submit`` (plugin on, file transport).
+
+Whole-process wall times on this VM move by a second from run to run, far more than the plugin costs; thread CPU
+clocks do not. The probe application wraps the plugin's entry points before its first line touches Spark (the
+plugin itself is unchanged) and reads, per part:
+
+- ``preload``: the start-up hook's preload thread (openlineage-python's import while the JVM creates the
+  SparkContext): Python CPU;
+- ``instrument``: ``instrument()`` on the driver's main thread: wall, Python CPU, and the CPU of the JVM thread
+  serving the main thread's py4j calls (the listener's registration builds the session's state there, which the
+  application's first DataFrame then does not pay);
+- ``worker``: the worker thread (plan reading, events, delivery): Python CPU and the CPU of its JVM thread;
+- ``stop``: the ``spark.stop()`` hook (the last actions' events delivered before the context stops): wall;
+- the driver's whole Python process, plugin on against off (interleaved runs).
+
+    .venv/bin/python benchmarks/spark_plugin_cpu.py [--reps 5]
+"""
+from __future__ import annotations
+
+import argparse
+import compileall
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import spark_overhead  # noqa: E402 - the same applications, data and spark-submit command
+
+PROBE = r'''
+import atexit, json, os, sys, threading, time
+parts = {}
+
+def report():
+    times = os.times()
+    parts["process_python_cpu"] = times.user + times.system
+    with open(os.environ["BENCH_PARTS"], "w") as f:
+        json.dump(parts, f)
+
+atexit.register(report)  # registered first: runs after the plugin's own exit hook
+if os.environ.get("BENCH_PLUGIN") == "on":
+    import spark_plugin._startup as startup  # imported already by the start-up hook
+
+    def jvm_cpu():  # the CPU of the JVM thread serving this Python thread's py4j calls (pinned threads)
+        from pyspark import SparkContext
+        return SparkContext._jvm.java.lang.management.ManagementFactory.getThreadMXBean() \
+            .getCurrentThreadCpuTime() / 1e9
+
+    def patch():
+        # on the preload thread, right after the first modules it imports anyway: the main thread is then still
+        # waiting for the JVM to create the SparkContext, and imports nothing of the plugin earlier than it would
+        import spark_plugin.lifecycle as lifecycle
+        import spark_plugin.worker as worker
+
+        instrument = lifecycle.instrument
+        def timed_instrument(*args, **kwargs):
+            wall, cpu, jvm = time.perf_counter(), time.thread_time(), jvm_cpu()
+            try:
+                return instrument(*args, **kwargs)
+            finally:
+                parts["instrument_jvm_cpu"] = jvm_cpu() - jvm
+                parts["instrument_python_cpu"] = time.thread_time() - cpu
+                parts["instrument_wall"] = time.perf_counter() - wall
+        lifecycle.instrument = timed_instrument
+
+        run = worker.Worker._run
+        def timed_run(self):
+            jvm = jvm_cpu()
+            try:
+                run(self)
+            finally:
+                parts["worker_jvm_cpu"] = jvm_cpu() - jvm
+                parts["worker_python_cpu"] = time.thread_time()
+        worker.Worker._run = timed_run
+
+        on_stop = lifecycle.Application.on_stop
+        def timed_on_stop(self):
+            wall = time.perf_counter()
+            try:
+                on_stop(self)
+            finally:
+                parts["stop_wall"] = time.perf_counter() - wall
+        lifecycle.Application.on_stop = timed_on_stop
+
+    preload = startup.preload
+    def timed_preload():
+        try:
+            patch()
+            preload()
+        finally:
+            parts["preload_python_cpu"] = time.thread_time()
+    startup.preload = timed_preload
+
+exec(compile(open(os.environ["BENCH_APP"]).read(), os.environ["BENCH_APP"], "exec"))
+'''
+
+ROWS = (("preload_python_cpu", "preload thread, Python CPU"),
+        ("instrument_wall", "instrument() on the main thread, wall"),
+        ("instrument_python_cpu", "instrument(), Python CPU"),
+        ("instrument_jvm_cpu", "instrument(), JVM thread CPU (the session state)"),
+        ("worker_python_cpu", "worker thread, Python CPU"),
+        ("worker_jvm_cpu", "worker thread, JVM thread CPU"),
+        ("stop_wall", "spark.stop() hook, wall"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=5, help="interleaved off/on runs")
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--wide-inputs", type=int, default=150)
+    parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark_overhead_data")
+    args = parser.parse_args()
+
+    for package in ("spark_plugin", "emitter"):  # as pip install leaves them (see spark_overhead.py)
+        compileall.compile_dir(spark_overhead.ROOT / package, quiet=1)
+    work = Path(tempfile.mkdtemp(prefix="spark_plugin_cpu_"))
+    app, probe = work / "app.py", work / "probe.py"
+    app.write_text(spark_overhead.APP)
+    probe.write_text(PROBE)
+    state, out = work / "state", work / "out"
+    marker = args.data_dir / f"_generated_{args.rows}_{args.wide_inputs}"
+    if not marker.exists():
+        print("generating the inputs once...", flush=True)
+        spark_overhead.submit(app, ["generate", str(args.data_dir), str(out), str(args.rows), str(args.wide_inputs)],
+                              {}, state)
+        marker.touch()
+    on = {"spark.openlineage.python.enabled": "true", "spark.openlineage.transport.type": "file",
+          "spark.openlineage.transport.location": str(work / "events.jsonl")}
+    runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
+    for rep in range(args.reps + 1):  # the first pair warms the file system caches
+        for plugin in (("off", "on") if rep % 2 == 0 else ("on", "off")):
+            parts_file = work / "parts.json"
+            env = {"BENCH_PARTS": str(parts_file), "BENCH_APP": str(app), "BENCH_PLUGIN": plugin}
+            spark_overhead.submit(probe, ["etl", str(args.data_dir), str(out)], on if plugin == "on" else {}, state,
+                                  env)
+            if rep:
+                runs[plugin].append(json.loads(parts_file.read_text()))
+    print(f"ETL application, {args.reps} runs each (median, min-max):")
+    for key, label in ROWS:
+        values = [r[key] for r in runs["on"] if key in r]
+        if values:
+            print(f"  {label:50s} {statistics.median(values):6.3f} s  ({min(values):.3f}-{max(values):.3f})")
+    on_cpu = [r["process_python_cpu"] for r in runs["on"]]
+    off_cpu = [r["process_python_cpu"] for r in runs["off"]]
+    print(f"  {'driver Python process CPU, off / on':50s} {statistics.median(off_cpu):6.3f} / "
+          f"{statistics.median(on_cpu):.3f} s (added per pair, median: "
+          f"{statistics.median(a - b for a, b in zip(on_cpu, off_cpu)):+.3f} s)")
+
+
+if __name__ == "__main__":
+    main()

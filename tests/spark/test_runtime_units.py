@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -367,3 +368,59 @@ def test_job_names_from_the_operation_graph(names, parents, last, expected):
     from spark_plugin.rdd_jobs import _node_name
 
     assert _node_name(last, names, parents, [200]) == expected
+
+
+class _FakeJvmNode:
+    """A py4j-like plan node: every method call is counted as one py4j round trip."""
+
+    def __init__(self, name: str, calls: list[str]) -> None:
+        self.name, self._calls = name, calls
+
+    def _call(self, what: str, result: Any) -> Any:
+        self._calls.append(f"{self.name}.{what}")
+        return result
+
+    def children(self) -> _FakeJvmNode:
+        return self._call("children", _FakeJvmNode(f"{self.name}/children", self._calls))
+
+    def apply(self, i: int) -> _FakeJvmNode:
+        return self._call(f"apply({i})", _FakeJvmNode(f"{self.name}[{i}]", self._calls))
+
+    def query(self) -> _FakeJvmNode:
+        return self._call("query", _FakeJvmNode(f"{self.name}.query", self._calls))
+
+    def getClass(self) -> _FakeJvmNode:  # noqa: N802 - the JVM's name
+        return self._call("getClass", self)
+
+    def getSimpleName(self) -> str:  # noqa: N802 - the JVM's name
+        return self._call("getSimpleName", "LogicalPlan")
+
+
+# (paths asked for, in order; the py4j calls made for each)
+JVM_NODE_CASES = [
+    ([(("c", 0),)], [["root.children", "root/children.apply(0)"]]),
+    ([(("c", 0), ("c", 1)), (("c", 0), ("c", 1))],  # the second time from the memo
+     [["root.children", "root/children.apply(0)", "root/children[0].children", "root/children[0]/children.apply(1)"],
+      []]),
+    ([(("c", 0),), (("c", 0), ("f", "query"))],  # a longer path starts where the known prefix ends
+     [["root.children", "root/children.apply(0)"],
+      ["root/children[0].query", "root/children[0].query.getClass", "root/children[0].query.getSimpleName"]]),
+    ([(), (("i", 2),)], [[], ["root.apply(2)"]]),
+]
+
+
+@pytest.mark.parametrize("paths, expected", JVM_NODE_CASES)
+def test_jvm_nodes_walk_each_path_prefix_once(paths, expected):
+    from spark_plugin.plan_tree import JvmNodes
+
+    calls: list[str] = []
+    root = _FakeJvmNode("root", calls)
+    nodes = JvmNodes(root)
+    made = []
+    for path in paths:
+        before = len(calls)
+        node = nodes.get(path)
+        made.append(calls[before:])
+        after = len(calls)
+        assert node is nodes.get(path) and len(calls) == after  # the same object, and no further call
+    assert made == expected

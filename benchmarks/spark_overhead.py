@@ -145,6 +145,26 @@ def _bootstrap_mean(values: list[float], rounds: int = 10_000, seed: int = 1) ->
     return means[int(0.05 * rounds)], means[int(0.95 * rounds) - 1]
 
 
+def prepare(prefix: str, data_dir: Path, rows: int, wide_inputs: int) -> tuple[Path, dict[str, str]]:
+    """Byte-compile the plugin, write the applications to a new work directory (``app.py``; ``state`` and ``out``
+    below it), generate the inputs once into ``data_dir``; the work directory and the plugin-on conf (file
+    transport into it)."""
+    # pip compiles an installed package's modules; an editable checkout (PYTHONDONTWRITEBYTECODE set, or a fresh
+    # clone) would compile the plugin's ~35 modules from source in every driver (~50 ms of CPU a user never pays)
+    compileall.compile_dir(ROOT / "spark_plugin", quiet=1)
+    compileall.compile_dir(ROOT / "emitter", quiet=1)
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    app = work / "app.py"
+    app.write_text(APP)
+    marker = data_dir / f"_generated_{rows}_{wide_inputs}"
+    if not marker.exists():
+        print("generating the inputs once...", flush=True)
+        submit(app, ["generate", str(data_dir), str(work / "out"), str(rows), str(wide_inputs)], {}, work / "state")
+        marker.touch()
+    return work, {"spark.openlineage.python.enabled": "true", "spark.openlineage.transport.type": "file",
+                  "spark.openlineage.transport.location": str(work / "events.jsonl")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=5, help="interleaved off/on pairs per application")
@@ -155,21 +175,8 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark_overhead_data")
     args = parser.parse_args()
 
-    # pip compiles an installed package's modules; an editable checkout (PYTHONDONTWRITEBYTECODE set, or a fresh
-    # clone) would compile the plugin's ~35 modules from source in every driver (~50 ms of CPU a user never pays)
-    compileall.compile_dir(ROOT / "spark_plugin", quiet=1)
-    compileall.compile_dir(ROOT / "emitter", quiet=1)
-    work = Path(tempfile.mkdtemp(prefix="spark_overhead_"))
-    app = work / "app.py"
-    app.write_text(APP)
-    state, out = work / "state", work / "out"
-    marker = args.data_dir / f"_generated_{args.rows}_{args.wide_inputs}"
-    if not marker.exists():
-        print("generating the inputs once...", flush=True)
-        submit(app, ["generate", str(args.data_dir), str(out), str(args.rows), str(args.wide_inputs)], {}, state)
-        marker.touch()
-    on = {"spark.openlineage.python.enabled": "true", "spark.openlineage.transport.type": "file",
-          "spark.openlineage.transport.location": str(work / "events.jsonl")}
+    work, on = prepare("spark_overhead_", args.data_dir, args.rows, args.wide_inputs)
+    app, state, out = work / "app.py", work / "state", work / "out"
     apps = {"etl": ["etl", str(args.data_dir), str(out)],
             "small": ["small", str(args.data_dir), str(out), str(args.small_actions)],
             "wide": ["wide", str(args.data_dir), str(out), str(args.wide_inputs)]}

@@ -19,7 +19,6 @@ plugin itself is unchanged) and reads, per part:
 from __future__ import annotations
 
 import argparse
-import compileall
 import json
 import statistics
 import sys
@@ -113,21 +112,9 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark_overhead_data")
     args = parser.parse_args()
 
-    for package in ("spark_plugin", "emitter"):  # as pip install leaves them (see spark_overhead.py)
-        compileall.compile_dir(spark_overhead.ROOT / package, quiet=1)
-    work = Path(tempfile.mkdtemp(prefix="spark_plugin_cpu_"))
-    app, probe = work / "app.py", work / "probe.py"
-    app.write_text(spark_overhead.APP)
+    work, on = spark_overhead.prepare("spark_plugin_cpu_", args.data_dir, args.rows, args.wide_inputs)
+    app, probe, state, out = work / "app.py", work / "probe.py", work / "state", work / "out"
     probe.write_text(PROBE)
-    state, out = work / "state", work / "out"
-    marker = args.data_dir / f"_generated_{args.rows}_{args.wide_inputs}"
-    if not marker.exists():
-        print("generating the inputs once...", flush=True)
-        spark_overhead.submit(app, ["generate", str(args.data_dir), str(out), str(args.rows), str(args.wide_inputs)],
-                              {}, state)
-        marker.touch()
-    on = {"spark.openlineage.python.enabled": "true", "spark.openlineage.transport.type": "file",
-          "spark.openlineage.transport.location": str(work / "events.jsonl")}
     runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
     for rep in range(args.reps + 1):  # the first pair warms the file system caches
         for plugin in (("off", "on") if rep % 2 == 0 else ("on", "off")):

@@ -56,12 +56,12 @@ class PlanContext:
         """``nodes``: the JVM objects of ``jroot``'s nodes found so far (shared by the reads of one plan)."""
         self.qe = qe
         self.root = root
-        self.nodes = nodes or plan_tree.JvmNodes(jroot)
+        self._nodes = nodes or plan_tree.JvmNodes(jroot)
         self.conf = spark_conf
 
     def jvm_node(self, node: PlanNode) -> Any:
         """The JVM object of a node of the optimized plan."""
-        return self.nodes.get(node.path)
+        return self._nodes.get(node.path)
 
     @cached_property
     def session(self) -> Any:

@@ -118,6 +118,7 @@ class Delivery:
         # Until a request succeeds (at start, after a failure) only one is in flight: a dead or hanging backend
         # gets one request, not `width`, and the events behind it reach the spool in the order handed over.
         self._healthy = False
+        self._probe_since: float | None = None  # when that one request was sent (time.monotonic())
         # coroutine mode: `width` coroutines on one thread's event loop (see _run_coroutines)
         self._coroutines: bool | None = None
         self._loop: Any = None
@@ -132,6 +133,13 @@ class Delivery:
         """Events handed over in parallel mode and not yet settled (in flight included), oldest first. Read
         without the lock: a delivery stuck on the network may hold it, and this serves a process that is ending."""
         return [node.event for _, node in sorted(dict(self._nodes).items())]
+
+    def stalled_for(self) -> float:
+        """Seconds the one request probing a backend that has not answered yet (since start, or since a failure)
+        has been in flight; 0.0 when none is (parallel mode only). A process that is ending and sees a stall need
+        not wait to know the backend is down or hanging. Read without the lock, as :meth:`pending_events`."""
+        since = self._probe_since
+        return 0.0 if since is None else max(0.0, time.monotonic() - since)
     def submit(self, event: dict[str, Any]) -> None:
         """Deliver, spool or dead-letter ``event``; in parallel mode it may still be in flight on return."""
         with self._cv:
@@ -407,6 +415,7 @@ class Delivery:
         """Settle an event a thread or coroutine sent, and release what waited for it."""
         with self._cv:
             self._in_flight -= 1
+            self._probe_since = None
             try:
                 self._settle(event, failure)
             except Exception as bug:  # noqa: BLE001 - a bug costs this event, never the others
@@ -415,6 +424,13 @@ class Delivery:
             finally:
                 self._finish(seq)
                 self._spill_ready()
+
+    def _take_one(self) -> None:
+        """Count a request about to be sent (lock held); while the backend has not answered, it is the only one,
+        and :meth:`stalled_for` times it."""
+        self._in_flight += 1
+        if not self._healthy:
+            self._probe_since = time.monotonic()
 
     def _work(self) -> None:
         transport = self._own_transport()
@@ -430,7 +446,7 @@ class Delivery:
                         continue
                     seq = heapq.heappop(self._ready)
                     node = self._nodes[seq]
-                    self._in_flight += 1
+                    self._take_one()
                 self._attempted(seq, node.event, self._attempt(transport, node.event))
         finally:
             try:
@@ -525,7 +541,7 @@ class Delivery:
                 else:
                     seq = heapq.heappop(self._ready)
                     taken = seq, self._nodes[seq].event
-                    self._in_flight += 1
+                    self._take_one()
             if taken is None:
                 await self._signal.wait()
                 with self._cv:

@@ -138,6 +138,10 @@ class DeliveryProcess:
         """Events not yet handed to the child (what it holds is its own to spool when this process ends)."""
         return list(self._batch)
 
+    def stalled_for(self) -> float:
+        """Always 0.0: the child times its own requests, and spools what it holds when this process ends."""
+        return 0.0
+
     # ---- the pipe ----------------------------------------------------------------------------------------
 
     def _send_batch(self) -> None:

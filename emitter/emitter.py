@@ -151,6 +151,11 @@ class Emitter:
         locks, which a delivery stuck on the network may hold."""
         return list(dict(self._held_terminals).values()), self.delivery.pending_events()
 
+    def stalled_for(self) -> float:
+        """Seconds a request to a backend that has not answered yet has been in flight (0.0 when none is): a
+        process that is ending spools at once rather than wait for it. Read without the locks."""
+        return self.delivery.stalled_for()
+
     def close(self) -> Counts:
         """Flush, log the counts once, close the transport. Never raises."""
         counts = self.flush()

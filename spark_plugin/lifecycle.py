@@ -511,13 +511,23 @@ class Application:
         """Let the worker finish what is queued, for at most ``timeout``, and spool whatever it has not
         delivered as soon as one delivery stalls longer than :data:`STALL_S`. True when all was delivered."""
         deadline = time.monotonic() + timeout
-        while not self.worker.drain(min(0.05, max(0.0, deadline - time.monotonic()))):
+        wait = 0.0  # the first look does not wait: a stall known already spools at once
+        while not self.worker.drain(wait):
             now = time.monotonic()
-            since = self._delivering_since
-            if now >= deadline or (since is not None and now - since > STALL_S):
+            if now >= deadline or self._stalled_for(now) > STALL_S:
                 self._spool_undelivered(time.monotonic() + SPOOL_BUDGET_S)
                 return False
+            wait = min(0.05, max(0.0, deadline - now))
         return True
+
+    def _stalled_for(self, now: float) -> float:
+        """How long delivery has been stuck: the worker's call into the emitter, or the emitter's request to a
+        backend that has not answered yet (a refused connection being retried since the application's first
+        event is known to be stalled at once, without another :data:`STALL_S` of waiting)."""
+        since = self._delivering_since
+        worker = 0.0 if since is None else now - since
+        emitter = self._emitter
+        return max(worker, emitter.stalled_for() if emitter is not None else 0.0)
 
     def _spool_undelivered(self, deadline: float, extra: tuple[AppEvent, ...] = ()) -> None:
         """Take every item the worker has not delivered (its queue, the rest of its current item) and

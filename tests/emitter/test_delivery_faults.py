@@ -5,6 +5,7 @@ run ids), the order promised kept."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import random
@@ -152,6 +153,35 @@ def test_hanging_backend_gets_one_request_not_six():
         counts = emitter.close()
         elapsed = time.monotonic() - started
     assert len(backend.requests) == 1 and counts.spooled == 12 and elapsed < 1.5
+
+
+#: backend options, extra configuration, whether the request is reported stalled while the backend has not answered
+STALLS = [
+    pytest.param({"port_closed": True}, {"transport.retry.total": "2", "transport.retry.connect": "2",
+                                         "transport.retry.backoff_factor": "1"}, True, id="refusing-retried"),
+    pytest.param({"hang": True}, {"transport.timeoutInMillis": "1500"}, True, id="hanging"),
+    pytest.param({}, {}, False, id="answering"),
+]
+
+
+@pytest.mark.parametrize("backend_options, extra, stalls", STALLS)
+def test_a_request_to_a_backend_that_has_not_answered_is_reported_stalled(backend_options, extra, stalls):
+    """What an ending Spark driver reads to spool at once instead of waiting (spark_plugin.lifecycle): how long the
+    one request probing a backend that has not answered yet has been in flight."""
+    options = {k: v for k, v in backend_options.items() if k != "port_closed"}
+    backend = Backend(**options)
+    with contextlib.nullcontext() if backend_options.get("port_closed") else backend:  # closed: never started
+        emitter = Emitter.from_config({"transport.type": "http", "transport.url": backend.url, **extra})
+        assert emitter.stalled_for() == 0.0  # nothing sent yet
+        emitter.emit_batch(tree_records())
+        time.sleep(0.5)
+        stalled = emitter.stalled_for()
+        counts = emitter.close()
+    assert emitter.stalled_for() == 0.0
+    if stalls:
+        assert 0.45 < stalled < 1.5 and (counts.delivered, counts.spooled) == (0, 12)
+    else:
+        assert stalled == 0.0 and (counts.delivered, counts.spooled) == (12, 0)
 
 
 def nested_records(tasks: int = 6, statements: int = 6) -> list[RunRecord]:

@@ -140,6 +140,7 @@ class Delivery:
         not wait to know the backend is down or hanging. Read without the lock, as :meth:`pending_events`."""
         since = self._probe_since
         return 0.0 if since is None else max(0.0, time.monotonic() - since)
+
     def submit(self, event: dict[str, Any]) -> None:
         """Deliver, spool or dead-letter ``event``; in parallel mode it may still be in flight on return."""
         with self._cv:

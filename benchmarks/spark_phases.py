@@ -1,0 +1,94 @@
+"""Where the Spark plugin's added wall time goes in the ETL application: each phase of the run, plugin on against
+off, in interleaved ``spark-submit`` pairs (the application of ``spark_overhead.py``, with time marks).
+
+Phases: ``start`` (spark-submit's launch to the script's first line), ``import`` (pyspark), ``session``
+(``getOrCreate()``, where the plugin is instrumented), ``reads`` (the two ``spark.read.parquet`` calls),
+``write`` (the join, aggregate and write), ``stop`` (``spark.stop()``), ``exit`` (to the process's exit); ``cpu`` is
+the CPU of the whole process tree. Whole-process noise on this VM is seconds per pair; the phases show which part
+of a difference is the plugin's (``session`` and ``reads`` trade the session state's build between them).
+
+    .venv/bin/python benchmarks/spark_phases.py [--reps 10] [--variant on|down]
+
+``on`` is the file transport; ``down`` an http transport to a closed port (one port, so one spool, for the run).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import spark_overhead  # noqa: E402 - the same data, spark-submit command and plugin-on conf
+
+APP = r'''
+import json, os, sys, time
+marks = [("start", time.time())]
+from pyspark.sql import SparkSession
+marks.append(("import", time.time()))
+data, out = sys.argv[1], sys.argv[2]
+spark = SparkSession.builder.appName("overhead etl").getOrCreate()
+marks.append(("session", time.time()))
+spark.sparkContext.setLogLevel("ERROR")
+orders = spark.read.parquet(f"{data}/orders")
+customers = spark.read.parquet(f"{data}/customers").dropDuplicates(["customer_id"])
+marks.append(("reads", time.time()))
+orders.join(customers, "customer_id").groupBy("segment").agg({"amount": "sum", "order_id": "count"}) \
+    .write.mode("overwrite").parquet(f"{out}/etl_out")
+marks.append(("write", time.time()))
+spark.stop()
+marks.append(("stop", time.time()))
+open(os.environ["BENCH_PHASES"], "w").write(json.dumps(marks))
+'''
+
+
+def phases(app: Path, args: list[str], conf: dict[str, str], work: Path) -> dict[str, float]:
+    """Seconds of each phase of one run, and the CPU of its process tree."""
+    marks_file = work / "phases.json"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    launched = time.time()
+    spark_overhead.submit(app, args, conf, work / "state", {"BENCH_PHASES": str(marks_file)})
+    ended = time.time()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    points = [("launch", launched), *[tuple(mark) for mark in json.loads(marks_file.read_text())], ("exit", ended)]
+    out = {name: at - points[i][1] for i, (name, at) in enumerate(points[1:])}
+    out["total"] = ended - launched
+    out["cpu"] = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=10, help="interleaved off/on pairs")
+    parser.add_argument("--variant", choices=["on", "down"], default="on")
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark_overhead_data")
+    args = parser.parse_args()
+    work, conf = spark_overhead.prepare("spark_phases_", args.data_dir, args.rows, 150)
+    if args.variant == "down":
+        conf = {**conf, "spark.openlineage.transport.type": "http",
+                "spark.openlineage.transport.url": f"http://127.0.0.1:{spark_overhead._closed_port()}"}
+    app = work / "phases_app.py"
+    app.write_text(APP)
+    app_args = [str(args.data_dir), str(work / "out")]
+    for warm_up in ({}, conf):  # file system caches
+        phases(app, app_args, warm_up, work)
+    runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+    for rep in range(args.reps):
+        for plugin in ((False, True) if rep % 2 == 0 else (True, False)):
+            runs[plugin].append(phases(app, app_args, conf if plugin else {}, work))
+        print(f"    rep {rep + 1}: " + "  ".join(f"{name} {runs[True][-1][name] - runs[False][-1][name]:+.2f}"
+                                                 for name in runs[True][-1]), flush=True)
+    print(f"\n{'phase':8s} {'off (median)':>12s} {'on (median)':>12s} {'added (mean of pairs)':>22s}")
+    for name in runs[True][0]:
+        added = statistics.fmean(on[name] - off[name] for on, off in zip(runs[True], runs[False]))
+        print(f"{name:8s} {statistics.median(r[name] for r in runs[False]):12.3f} "
+              f"{statistics.median(r[name] for r in runs[True]):12.3f} {added:+22.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -38,6 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "spark"), str(ROOT / "tests")]
+import spark_overhead  # noqa: E402 - the driver's environment, as every Spark benchmark sets it
 from test_jvm_shapes import EXPECTED, in_their_order, mismatches, order_problems  # noqa: E402
 
 from ol_schema import assert_valid_event  # noqa: E402
@@ -141,10 +141,7 @@ def run_script(script: str, resources: Path, work: Path) -> dict:
     command = [str(VENV_BIN / "spark-submit"), "--master", "local"]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENLINEAGE", "PYSPARK_", "SPARK_"))}
-    env.update(PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=str(ROOT),
-               LINEAGE_CAPTURE_STATE_DIR=str(out / "state"), OPENLINEAGE_CONFIG=str(out / "state" / "none.yml"))
+    env = spark_overhead.driver_env(out / "state")
     began = time.perf_counter()
     result = subprocess.run([*command, str(path)], env=env, cwd=out, capture_output=True, text=True, timeout=900)
     events_file = out / "events.jsonl"

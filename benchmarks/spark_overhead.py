@@ -54,10 +54,13 @@ VENV_BIN = Path(sys.executable).parent
 
 APP = r'''
 import atexit, json, os, sys, time
+marks = [("start", time.time())]  # the benchmark's phase marks, written to BENCH_MARKS after spark.stop()
 from pyspark.sql import SparkSession
+marks.append(("import", time.time()))
 
 kind, data, out = sys.argv[1], sys.argv[2], sys.argv[3]
 spark = SparkSession.builder.appName(f"overhead {kind}").getOrCreate()
+marks.append(("session", time.time()))
 spark.sparkContext.setLogLevel("ERROR")
 timings_file = os.environ.get("BENCH_TIMINGS")
 if timings_file:  # the benchmark's probe: the listener callback's own times, read before the app ends
@@ -76,6 +79,7 @@ if kind == "generate":
 elif kind == "etl":
     orders = spark.read.parquet(f"{data}/orders")
     customers = spark.read.parquet(f"{data}/customers").dropDuplicates(["customer_id"])
+    marks.append(("reads", time.time()))
     orders.join(customers, "customer_id").groupBy("segment").agg({"amount": "sum", "order_id": "count"}) \
         .write.mode("overwrite").parquet(f"{out}/etl_out")
 elif kind == "small":
@@ -86,14 +90,15 @@ elif kind == "wide":
     from functools import reduce
     parts = [spark.read.parquet(f"{data}/wide/p{i}") for i in range(int(sys.argv[4]))]
     reduce(lambda a, b: a.unionByName(b), parts).write.mode("overwrite").parquet(f"{out}/wide_out")
-end_file = os.environ.get("BENCH_END")
-if end_file:  # the benchmark's mark: the application's end is timed from its spark.stop() to its exit
-    open(end_file, "w").write(repr(time.time()))
+marks.append(("write", time.time()))  # the application's end is timed from here: its spark.stop() to its exit
 spark.stop()
+marks.append(("stop", time.time()))
+if os.environ.get("BENCH_MARKS"):
+    open(os.environ["BENCH_MARKS"], "w").write(json.dumps(marks))
 '''
 
 
-def _env(state: Path) -> dict[str, str]:
+def driver_env(state: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENLINEAGE", "PYSPARK_", "SPARK_"))}
     env.update(PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
                PYSPARK_DRIVER_PYTHON=sys.executable, LINEAGE_CAPTURE_STATE_DIR=str(state),
@@ -110,7 +115,7 @@ def submit(app: Path, args: list[str], conf: dict[str, str], state: Path, extra_
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     began = time.perf_counter()
-    result = subprocess.run([*command, str(app), *args], env={**_env(state), **(extra_env or {})},
+    result = subprocess.run([*command, str(app), *args], env={**driver_env(state), **(extra_env or {})},
                             capture_output=True, text=True, timeout=900)
     elapsed = time.perf_counter() - began
     if result.returncode != 0:
@@ -118,7 +123,7 @@ def submit(app: Path, args: list[str], conf: dict[str, str], state: Path, extra_
     return elapsed
 
 
-def _closed_port() -> int:
+def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -201,7 +206,7 @@ def main() -> None:
             "wide": ["wide", str(args.data_dir), str(out), str(args.wide_inputs)]}
     variants = {"on": on,
                 "down": {**on, "spark.openlineage.transport.type": "http",
-                         "spark.openlineage.transport.url": f"http://127.0.0.1:{_closed_port()}"},
+                         "spark.openlineage.transport.url": f"http://127.0.0.1:{closed_port()}"},
                 "hang": {**on, "spark.openlineage.transport.type": "http",
                          "spark.openlineage.transport.url": f"http://127.0.0.1:{_hanging_backend()}"}}
     plan = [(name, "on") for name in ("etl", "small", "wide") if name in args.only]
@@ -216,14 +221,14 @@ def main() -> None:
         offs: list[float] = []
         ons: list[float] = []
         ends: dict[bool, list[float]] = {False: [], True: []}  # spark.stop() to exit, off and on
-        end_file = work / "end_mark"
+        marks_file = work / "marks.json"
         for rep in range(args.reps):
             for plugin in ((False, True) if rep % 2 == 0 else (True, False)):
-                extra = {"BENCH_END": str(end_file)}
+                extra = {"BENCH_MARKS": str(marks_file)}
                 if plugin and name == "small":
                     extra["BENCH_TIMINGS"] = str(work / f"timings_{rep}.json")
                 (ons if plugin else offs).append(submit(app, apps[name], conf if plugin else {}, state, extra))
-                ends[plugin].append(time.time() - float(end_file.read_text()))
+                ends[plugin].append(time.time() - dict(json.loads(marks_file.read_text()))["write"])
                 if plugin and name == "small":
                     timings += json.loads((work / f"timings_{rep}.json").read_text())
             print(f"    rep {rep + 1}: off {offs[-1]:.2f}s  on {ons[-1]:.2f}s  ratio {ons[-1] / offs[-1]:.3f}  "

@@ -1,5 +1,5 @@
 """Where the Spark plugin's added wall time goes in the ETL application: each phase of the run, plugin on against
-off, in interleaved ``spark-submit`` pairs (the application of ``spark_overhead.py``, with time marks).
+off, in interleaved ``spark-submit`` pairs (the ETL application of ``spark_overhead.py``, which marks its phases).
 
 Phases: ``start`` (spark-submit's launch to the script's first line), ``import`` (pyspark), ``session``
 (``getOrCreate()``, where the plugin is instrumented), ``reads`` (the two ``spark.read.parquet`` calls),
@@ -25,33 +25,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import spark_overhead  # noqa: E402 - the same data, spark-submit command and plugin-on conf
 
-APP = r'''
-import json, os, sys, time
-marks = [("start", time.time())]
-from pyspark.sql import SparkSession
-marks.append(("import", time.time()))
-data, out = sys.argv[1], sys.argv[2]
-spark = SparkSession.builder.appName("overhead etl").getOrCreate()
-marks.append(("session", time.time()))
-spark.sparkContext.setLogLevel("ERROR")
-orders = spark.read.parquet(f"{data}/orders")
-customers = spark.read.parquet(f"{data}/customers").dropDuplicates(["customer_id"])
-marks.append(("reads", time.time()))
-orders.join(customers, "customer_id").groupBy("segment").agg({"amount": "sum", "order_id": "count"}) \
-    .write.mode("overwrite").parquet(f"{out}/etl_out")
-marks.append(("write", time.time()))
-spark.stop()
-marks.append(("stop", time.time()))
-open(os.environ["BENCH_PHASES"], "w").write(json.dumps(marks))
-'''
-
 
 def phases(app: Path, args: list[str], conf: dict[str, str], work: Path) -> dict[str, float]:
     """Seconds of each phase of one run, and the CPU of its process tree."""
-    marks_file = work / "phases.json"
+    marks_file = work / "marks.json"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     launched = time.time()
-    spark_overhead.submit(app, args, conf, work / "state", {"BENCH_PHASES": str(marks_file)})
+    spark_overhead.submit(app, args, conf, work / "state", {"BENCH_MARKS": str(marks_file)})
     ended = time.time()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     points = [("launch", launched), *[tuple(mark) for mark in json.loads(marks_file.read_text())], ("exit", ended)]
@@ -71,10 +51,9 @@ def main() -> None:
     work, conf = spark_overhead.prepare("spark_phases_", args.data_dir, args.rows, 150)
     if args.variant == "down":
         conf = {**conf, "spark.openlineage.transport.type": "http",
-                "spark.openlineage.transport.url": f"http://127.0.0.1:{spark_overhead._closed_port()}"}
-    app = work / "phases_app.py"
-    app.write_text(APP)
-    app_args = [str(args.data_dir), str(work / "out")]
+                "spark.openlineage.transport.url": f"http://127.0.0.1:{spark_overhead.closed_port()}"}
+    app = work / "app.py"
+    app_args = ["etl", str(args.data_dir), str(work / "out")]
     for warm_up in ({}, conf):  # file system caches
         phases(app, app_args, warm_up, work)
     runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}

@@ -4,12 +4,12 @@ present in the fixture are compared, arrays ignore order and extra items, and ``
 ``${json-unit.any-number}``, ``${json-unit.regex}...`` match by kind or pattern. A fixture matches when one of the
 events we emitted matches it (their tests look for one matching request among all that arrived).
 
-Their PySpark test scripts' fixtures are matched by running our own equivalents of the scripts
-(``apps/jvm_scripts.py``) through spark-submit with the plugin switched on by ``--conf``, as their
-SparkContainerIntegrationTest runs theirs. Fixtures of their other Java tests (a Hive metastore, JDBC and Iceberg,
-the generic application test) are replayed in the shared test Spark session; their warehouse (or data directory)
-is replaced by ours, so paths, symlinks and job names must come out the same. A ``gap`` is a strict xfail
-naming what we lack.
+Their PySpark test scripts' fixtures are matched by running their scripts themselves (``openlineage_scripts/``,
+copied unchanged) through spark-submit with the plugin switched on by ``--conf``, as their
+SparkContainerIntegrationTest runs them, each in its own container root. Fixtures of their other Java tests (a
+Hive metastore, JDBC and Iceberg, the generic application test) are replayed in the shared test Spark session;
+their warehouse (or data directory) is replaced by ours, so paths, symlinks and job names must come out the same.
+A ``gap`` is a strict xfail naming what we lack.
 """
 from __future__ import annotations
 
@@ -17,14 +17,16 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from test_runtime import run_captured
+from test_runtime import kinds, run_captured
 
-from ol_schema import assert_valid_event, read_events
+from ol_schema import assert_valid_event
 
 EXPECTED = Path(__file__).resolve().parents[3] / "shared" / "openlineage-spark-expected" / "container"
 
@@ -190,10 +192,6 @@ JDBC_NAMES = {'"name": "test.': '"name": "', "/tmp/iceberg/default/": "/tmp/iceb
 #: scripts, replayed in the shared test session; the PySpark scripts' own fixtures are matched by running the
 #: scripts (test_their_scripts_match_their_expected_events below).
 CASES = [
-    # their script points Spark at a metastore it never reaches; only the plugin is told about it here
-    Case(("pysparkSymlinksComplete.json",), "/tmp/warehouse", "open_lineage_integration_hive", "symlinks", None,
-         sql("CREATE TABLE IF NOT EXISTS test (key INT, value STRING) USING hive"), tables=("test",),
-         conf={"spark.sql.hive.metastore.uris": "http://metastore"}),
     Case(("hiveCreateHiveTableAsSelectCommandStartEvent.json", "hiveCreateHiveTableAsSelectCommandCompleteEvent.json"),
          "/tmp/hive-metastore", *HMS, hive3_table1, HIVE_CTAS, tables=("hive3.table1", "hive3.table2")),
     Case(("hiveCreateDataSourceAsSelectCommandStartEvent.json",
@@ -364,333 +362,362 @@ def test_in_their_order(expected, sent, first_missing):
 
 # --- their scripts, run as they run them: spark-submit, the plugin switched on by --conf ---------------------
 
-SCRIPTS_APP = Path(__file__).parent / "apps" / "jvm_scripts.py"
-#: what their container tests give every run (SparkContainerUtils): the two debug facets on
-CONTAINER_CONF = {"spark.openlineage.facets.spark.logicalPlan.disabled": "false",
-                  "spark.openlineage.facets.spark_unknown.disabled": "false"}
-#: our script (tests/spark/apps/jvm_scripts.py) -> (their test's namespace, extra --conf, fixtures it must produce)
-SCRIPT_FIXTURES: dict[str, tuple[str, dict[str, str], tuple[str, ...]]] = {
-    "word_count": ("testPysparkWordCountWithCliArgs", {}, (
+#: their spark_scripts/ and test_data/, unchanged (openlineage_scripts/SOURCE.md)
+THEIRS = Path(__file__).parent / "openlineage_scripts"
+
+
+class Script(NamedTuple):
+    namespace: str  # their test's namespace (the one in its transport URL)
+    conf: dict[str, str]  # the --conf their test adds to the container's
+    sequences: tuple[tuple[str, ...], ...]  # the fixtures of each of its verifyEvents(...) calls, in their order
+
+
+#: their script -> how their test runs and verifies it (scripts needing Kafka, BigQuery or Glue are left out)
+SCRIPTS: dict[str, Script] = {
+    "spark_word_count": Script("testPysparkWordCountWithCliArgs", {}, ((
         "pysparkWordCountWithCliArgsStartEvent", "pysparkWordCountWithCliArgsRunningEvent",
-        "pysparkWordCountWithCliArgsCompleteEvent")),
-    "rdd_to_table": ("testPysparkRddToTable", {}, (
+        "pysparkWordCountWithCliArgsCompleteEvent"),)),
+    "spark_rdd_to_table": Script("testPysparkRddToTable", {}, ((
         "pysparkRddToCsvStartEvent", "pysparkRddToCsvCompleteEvent", "pysparkRddToTableStartEvent",
-        "pysparkRddToTableRunningEvent", "pysparkRddToTableCompleteEvent")),
-    "hive": ("testPysparkSQLHiveTest", {}, (
+        "pysparkRddToTableRunningEvent", "pysparkRddToTableCompleteEvent"),)),
+    "spark_hive": Script("testPysparkSQLHiveTest", {}, ((
         "pysparkHiveStartEvent", "pysparkHiveRunningEvent", "pysparkHiveCompleteEvent", "pysparkHiveSelectStartEvent",
-        "pysparkHiveSelectEndEvent")),
-    "hadoop_fs_relation": ("testPysparkSQLHadoopFSTest", {}, ("pysparkHadoopFSStartEvent", "pysparkHadoopFSEndEvent")),
-    "overwrite_appname": ("testPysparkSQLHiveTest", {"spark.openlineage.appName": "app_name"}, (
-        "pysparkOverwriteNameStartEvent", "pysparkOverwriteNameRunningEvent", "pysparkOverwriteNameCompleteEvent")),
-    "overwrite_hive": ("testPysparkSQLHiveOverwriteDirTest", {}, (
-        "pysparkHiveOverwriteDirStartEvent", "pysparkHiveOverwriteDirCompleteEvent")),
-    "ctas_load": ("testCreateAsSelectAndLoad", {}, (
-        "pysparkCTASStart", "pysparkCTASEnd", "pysparkLoadStart", "pysparkLoadComplete",
-        "pysparkCTASWithColumnLineageEnd")),
-    "cached": ("cachedDataset", {}, ("pysparkCachedDatasetComplete",)),
-    "create_table": ("testCreateTable", {}, ("pysparkCreateTableStartEvent", "pysparkCreateTableCompleteEvent")),
-    "drop_table": ("testDropTable", {}, ("pysparkDropTableEvent",)),
-    "truncate_table": ("testTruncateTable", {}, ("pysparkTruncateTableCompleteEvent",)),
-    "octas_load": ("testOptimizedCreateAsSelectAndLoad", {}, ("pysparkOCTASStart", "pysparkOCTASEnd")),
-    "cll": ("testColumnLevelLineage", {}, ("pysparkCLLStart", "pysparkCLLEnd")),
-    "alter_table": ("testAlterTable", {}, ("pysparkAlterTableAddColumnsEnd", "pysparkAlterTableRenameEnd")),
-    "rdd_with_parquet": ("testRddWithParquet", {}, ("pysparkRDDWithParquet",)),
-    "single_input_rdd": ("testSingleRddInputStats", {}, ("pysparkSingleRDDStatistics",)),
-    "emit_metrics": ("testEmitMetrics", {}, ("pysparkMetricsEnd",)),
-    "input_only_rdd": ("tesInputOnlyRdd", {}, ()),  # their testRddRepartition asserts instead of matching
+        "pysparkHiveSelectEndEvent"),)),
+    "spark_hadoop_fs_relation": Script("testPysparkSQLHadoopFSTest", {}, ((
+        "pysparkHadoopFSStartEvent", "pysparkHadoopFSEndEvent"),)),
+    # their transport URL's ?app_name=appName (UrlParser) is this key
+    "overwrite_appname": Script("testPysparkSQLHiveTest", {"spark.openlineage.appName": "appName"}, ((
+        "pysparkOverwriteNameStartEvent", "pysparkOverwriteNameRunningEvent", "pysparkOverwriteNameCompleteEvent"),)),
+    "spark_overwrite_hive": Script("testPysparkSQLHiveOverwriteDirTest", {}, ((
+        "pysparkHiveOverwriteDirStartEvent", "pysparkHiveOverwriteDirCompleteEvent"),)),
+    "spark_ctas_load": Script("testCreateAsSelectAndLoad", {}, (
+        ("pysparkCTASStart", "pysparkCTASEnd", "pysparkLoadStart", "pysparkLoadComplete"),
+        ("pysparkCTASWithColumnLineageEnd",))),
+    "spark_cached": Script("cachedDataset", {}, (("pysparkCachedDatasetComplete",),)),
+    # points Spark at a metastore (http://metastore) that Spark's Hive client never reaches
+    "spark_hive_catalog": Script("symlinks", {}, (("pysparkSymlinksComplete",),)),
+    "spark_create_table": Script("testCreateTable", {}, ((
+        "pysparkCreateTableStartEvent", "pysparkCreateTableCompleteEvent"),)),
+    "spark_drop_table": Script("testDropTable", {}, (("pysparkDropTableEvent",),)),
+    "spark_truncate_table": Script("testTruncateTable", {}, (("pysparkTruncateTableCompleteEvent",),)),
+    "spark_octas_load": Script("testOptimizedCreateAsSelectAndLoad", {}, (("pysparkOCTASStart", "pysparkOCTASEnd"),)),
+    "spark_cll": Script("testColumnLevelLineage", {}, (("pysparkCLLStart", "pysparkCLLEnd"),)),
+    "spark_alter_table": Script("testAlterTable", {}, (("pysparkAlterTableAddColumnsEnd",
+                                                        "pysparkAlterTableRenameEnd"),)),
+    "spark_facets_disable": Script("testFacetsDisable", {}, ()),
+    "spark_input_only_rdd": Script("tesInputOnlyRdd", {}, ()),
+    "spark_rdd_with_parquet": Script("testRddWithParquet", {}, (("pysparkRDDWithParquet",),)),
+    "spark_single_input_rdd": Script("testSingleRddInputStats", {}, (("pysparkSingleRDDStatistics",),)),
+    "spark_emit_metrics": Script("testEmitMetrics", {"spark.openlineage.facets.debug.disabled": "false"},
+                                 (("pysparkMetricsEnd",),)),
+    "spark_smart_debug": Script("testSmartDebugFacet", {
+        "spark.openlineage.debug.smart": "true", "spark.openlineage.debug.smartMode": "output-missing",
+        "spark.openlineage.filter.allowedSparkNodes": "[org.apache.spark.sql.catalyst.plans.logical.ShowTables]",
+        "spark.openlineage.facets.debug.disabled": "true"}, ()),
+    # SparkOpenLineageFailuresTest: a backend that refuses or answers 400/500 (test_their_failures_script)
+    "spark_test_failures": Script("testFailures", {}, ()),
 }
-#: fixtures we do not match yet, and why (strict xfails)
-SCRIPT_GAPS: dict[str, str] = {}
-#: each script's fixtures as their test verifies them: one verifyEvents(...) call per sequence (MockServer
-#: checks the events of one call arrived in that order); by default all of a script's fixtures in one call
-SCRIPT_SEQUENCES = {script: (fixtures,) for script, (_, _, fixtures) in SCRIPT_FIXTURES.items()} | {
-    "ctas_load": (("pysparkCTASStart", "pysparkCTASEnd", "pysparkLoadStart", "pysparkLoadComplete"),
-                  ("pysparkCTASWithColumnLineageEnd",)),
+#: the --conf every one of their PySpark containers gets (SparkContainerUtils), bar the transport
+CONTAINER_CONF = {
+    "spark.sql.warehouse.dir": "/tmp/warehouse",
+    "spark.sql.shuffle.partitions": "1",
+    "spark.driver.extraJavaOptions": "-Dderby.system.home=/tmp/derby",
+    "spark.openlineage.facets.spark.logicalPlan.disabled": "false",
+    "spark.openlineage.facets.spark_unknown.disabled": "false",
+    "spark.openlineage.columnLineage.datasetLineageEnabled": "false",
+    "spark.openlineage.columnLineage.descriptionsEnabled": "true",
+    "spark.openlineage.dataset.namespaceResolvers.kafka-cluster-prod.type": "hostList",
+    "spark.openlineage.dataset.namespaceResolvers.kafka-cluster-prod.hosts": "[kafka-host;kafka-host-other]",
+    "spark.ui.enabled": "false",
 }
-#: the tests that read script_events (it runs only the scripts the selected ones need)
-SCRIPT_TESTS = ("test_their_scripts_match_their_expected_events", "test_debug_facet_parts",
-                "test_their_scripts_send_in_their_order", "test_input_only_rdd_job")
-# (their spark_hive_catalog.py points Spark at a metastore that does not exist: replayed above instead)
+#: words of ours that must not reach a script's output (their "Open Lineage Integration" app names aside; a
+#: warning PySpark gives their script, such as registerTempTable's FutureWarning, is the host's own)
+PLUGIN_WORDS = re.compile(r"(?i:lineage.capture|lineage_capture|spark_plugin|emitter|openlineage|traceback)")
 
 
-def _run_script(script: str, root: Path, hook_pythonpath: list[str], state: Path) -> list[dict]:
-    """spark-submit one script with the plugin on and a file transport; its events."""
-    import os
-    import subprocess
-    import sys
-
-    namespace, conf, _ = SCRIPT_FIXTURES[script]
-    root.mkdir(parents=True)
-    events_file = root / "events.jsonl"
-    conf = {"spark.openlineage.python.enabled": "true", "spark.openlineage.namespace": namespace,
-            "spark.openlineage.transport.type": "file", "spark.openlineage.transport.location": str(events_file),
-            "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-            "spark.sql.shuffle.partitions": "1", **CONTAINER_CONF, **conf}
-    venv_bin = Path(sys.executable).parent
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENLINEAGE", "PYSPARK_", "SPARK_"))}
-    env.update(PATH=f"{venv_bin}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(hook_pythonpath),
-               LINEAGE_CAPTURE_STATE_DIR=str(state), OPENLINEAGE_CONFIG=str(state / "none.yml"))
-    command = [str(venv_bin / "spark-submit"), "--master", "local[1]", "--driver-memory", "512m",
-               "--driver-java-options", f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dderby.system.home={root}"]
-    for key, value in conf.items():
-        command += ["--conf", f"{key}={value}"]
-    result = subprocess.run([*command, str(SCRIPTS_APP), script, str(root)], env=env, capture_output=True,
-                            text=True, timeout=300, cwd=root)
-    assert result.returncode == 0, f"{script}: {result.stdout[-3000:]}{result.stderr[-3000:]}"
-    return read_events(events_file) if events_file.exists() else []
-
-
-@pytest.fixture(scope="module")
-def script_events(request, tmp_path_factory, hook_pythonpath) -> dict[str, tuple[Path, list[dict]]]:
-    """Each script the selected tests need, run once, two at a time (each its own driver, cwd and Derby
-    metastore)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    needed = {item.callspec.params["script"] for item in request.session.items
-              if getattr(item, "originalname", "") in SCRIPT_TESTS}
-    base = Path(os.path.realpath(tmp_path_factory.mktemp("jvm_scripts")))
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {script: pool.submit(_run_script, script, base / script, hook_pythonpath, base / f"{script}.state")
-                   for script in SCRIPT_FIXTURES if script in needed}
-        return {script: (base / script, future.result()) for script, future in futures.items()}
-
-
-def _their_paths(text: str, root: Path) -> str:
-    """Their ``/tmp/...`` and ``/test_data/...`` as our scripts wrote them, under ``root``."""
+def container_paths(text: str, root: str) -> str:
+    """Their absolute ``/tmp/...`` and ``/test_data/...`` moved under ``root`` (``""``: left where they are)."""
     return re.sub(r"(?<![\w.])/(tmp|test_data)/", lambda m: f"{root}/{m.group(1)}/", text)
 
 
-@pytest.mark.parametrize("script,fixture", [
-    pytest.param(script, fixture, id=fixture,
-                 marks=[pytest.mark.xfail(strict=True, reason=SCRIPT_GAPS[fixture])] if fixture in SCRIPT_GAPS else [])
-    for script, (_, _, fixtures) in SCRIPT_FIXTURES.items() for fixture in fixtures])
-def test_their_scripts_match_their_expected_events(script_events, script, fixture):
-    """Matched as their SparkContainerIntegrationTest matches: one event among all the run sent must match."""
-    root, events = script_events[script]
-    for event in events:
-        assert_valid_event(event)
-    assert_one_matches(json.loads(_their_paths((EXPECTED / f"{fixture}.json").read_text(), root)), events)
+def fresh_container(script_text: str, root: str, test_data: Path) -> None:
+    """What a new container of theirs has: nothing at the ``/tmp/<dir>`` paths the script names, nor at
+    ``/tmp/warehouse`` and ``/tmp/derby`` (the metastore), and their test data at ``/test_data``; all under
+    ``root``. With ``root=""`` this deletes those paths on this machine."""
+    names = {"warehouse", "derby"} | set(re.findall(r"/tmp/([\w.-]+)", script_text))
+    for path in [Path(f"{root}/tmp") / name for name in sorted(names)] + [Path(f"{root}/test_data")]:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+    shutil.copytree(test_data, f"{root}/test_data")
 
 
-@pytest.mark.parametrize("script", list(SCRIPT_FIXTURES))
-def test_their_scripts_send_in_their_order(script_events, script):
-    """Their fixtures in the order their verifyEvents calls verify them, and every run's events in the order the
-    JVM sends them (the file transport writes them in delivery order)."""
-    root, events = script_events[script]
-    for sequence in SCRIPT_SEQUENCES[script]:
-        expected = [json.loads(_their_paths((EXPECTED / f"{f}.json").read_text(), root)) for f in sequence]
-        if not any(f in SCRIPT_GAPS for f in sequence):
-            out_of_order = in_their_order(expected, events)
-            assert out_of_order is None, f"{sequence[out_of_order]} is not sent after {sequence[:out_of_order]}"
-    assert order_problems(events) == []
+class ScriptRun(NamedTuple):
+    returncode: int
+    seconds: float
+    lines: list[str]  # the events file's lines, in the order the file transport wrote them
+    output: list[str]  # spark-submit's stdout and stderr (the Python driver's stderr is in both)
+
+    @property
+    def events(self) -> list[dict]:
+        return [json.loads(line) for line in self.lines]
 
 
-@pytest.mark.parametrize("script", ["input_only_rdd"])
-def test_input_only_rdd_job(script_events, script):
+def run_their_script(script: str, resources: Path, root: str, work: Path, env: dict[str, str],
+                     conf: dict[str, str] | None = None, java_options: str = "") -> ScriptRun:
+    """spark-submit one of their scripts (``resources``: their ``spark_scripts/`` and ``test_data/``) as their
+    ``SparkContainerUtils.makePysparkContainerWithDefaultConf`` runs it: its test's namespace and ``--conf``, the
+    plugin switched on by ``--conf``, a file transport in ``work`` in place of their MockServer (unless ``conf``
+    names a transport), in a fresh container under ``root``."""
+    import subprocess
+    import sys
+    import time
+
+    text = container_paths((resources / "spark_scripts" / f"{script}.py").read_text(), root)
+    fresh_container(text, root, resources / "test_data")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    (work / f"{script}.py").write_text(text)
+    events_file = work / "events.jsonl"
+    conf = conf or {}
+    transport = {"spark.openlineage.transport.type": "file", "spark.openlineage.transport.location": str(events_file)}
+    if any(key.startswith("spark.openlineage.transport.") for key in conf):
+        transport = {}  # conf's own
+    settings = {"spark.openlineage.python.enabled": "true", **transport,
+                "spark.openlineage.namespace": SCRIPTS[script].namespace,
+                **{key: container_paths(value, root) for key, value in CONTAINER_CONF.items()},
+                **SCRIPTS[script].conf, **conf}
+    settings["spark.driver.extraJavaOptions"] += f" {java_options}".rstrip()
+    command = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local"]
+    for key, value in settings.items():
+        command += ["--conf", f"{key}={value}"]
+    began = time.perf_counter()
+    result = subprocess.run([*command, str(work / f"{script}.py")], env=env, cwd=work, capture_output=True,
+                            text=True, timeout=600)
+    lines = events_file.read_text().splitlines() if events_file.exists() else []
+    return ScriptRun(result.returncode, time.perf_counter() - began, lines,
+                     result.stdout.splitlines() + result.stderr.splitlines())
+
+
+def their_fixture(name: str, root: str) -> dict:
+    """One of their expected events, its paths under ``root``."""
+    return json.loads(container_paths((EXPECTED / f"{name}.json").read_text(), root))
+
+
+def sequence_problems(script: str, events: list[dict], root: str) -> list[str]:
+    """Each verifyEvents(...) call of their test: every fixture matched by one event, in the call's order
+    (MockServer's verify of several requests)."""
+    problems = []
+    for sequence in SCRIPTS[script].sequences:
+        first_missing = in_their_order([their_fixture(name, root) for name in sequence], events)
+        if first_missing is not None:
+            problems.append(f"{sequence[first_missing]} is not sent after {sequence[:first_missing]}")
+    return problems
+
+
+def our_lines(run: ScriptRun) -> list[str]:
+    """The lines of spark-submit's output that come from us."""
+    return [line for line in run.output if PLUGIN_WORDS.search(line) and "Open Lineage Integration" not in line]
+
+
+def host_problems(run: ScriptRun) -> list[str]:
+    """What the host would see of us: a non-zero exit, a line of ours in the output."""
+    tail = "\n".join(run.output[-30:])
+    return ([] if run.returncode == 0 else [f"exit code {run.returncode}:\n{tail}"]) + [
+        f"output: {line[:200]}" for line in our_lines(run)]
+
+
+def _input_only_rdd(events: list[dict], lines: list[str], root: str) -> list[str]:
     """Their testRddRepartition: the job Spark runs inside ``spark.read.parquet`` to read the footers (no SQL
     execution) is an RDD job named ``map_partitions...`` whose events have no output and the read directory as
     their only input; the RDD transformations after it run nothing."""
-    root, events = script_events[script]
-    jobs = [e for e in events if "map_partitions" in e["job"]["name"]]
-    assert [(e["eventType"], e["job"]["name"], e["job"]["facets"]["jobType"]["jobType"]) for e in jobs] == [
-        ("START", "open_lineage_integration_input_only_rdd.map_partitions_parallel_collection", "RDD_JOB")]
-    assert [o for e in jobs for o in e["outputs"]] == []
-    assert [i["name"] for e in jobs for i in e["inputs"]] == [f"{root}/tmp/input_rdd"]
+    jobs = [(e["eventType"], e["job"]["name"], e["job"]["facets"]["jobType"]["jobType"], [o["name"] for o in e[
+        "outputs"]], [i["name"] for i in e["inputs"]]) for e in events if "map_partitions" in e["job"]["name"]]
+    wanted = [("START", "open_lineage_integration_input_only_rdd.map_partitions_parallel_collection", "RDD_JOB", [],
+               [f"{root}/tmp/input_rdd"])]
+    return [] if jobs == wanted else [f"map_partitions events {jobs} != {wanted}"]
 
 
-# --- the debug facet --------------------------------------------------------------------------------------
-
-#: The ``debug`` facet of their emit-metrics script's events, beyond their fixture: (event, path, check).
-#: Events: "app" START/COMPLETE, "action" the CREATE TABLE's START/COMPLETE; paths are into the facet.
-DEBUG_PARTS: list[tuple[str, str, Callable[[Any], bool]]] = [
-    ("*", "classpath.openLineageVersion", lambda v: v == _adapter_version()),
-    ("*", "classpath.sparkVersion", lambda v: v == _pyspark_version()),
-    ("*", "classpath.scalaVersion", lambda v: re.fullmatch(r"2\.1[23]\.\d+", v) is not None),
-    ("*", "classpath.classDetails", lambda v: [(c["className"].rsplit(".", 1)[1], c["onClasspath"]) for c in v] == [
-        ("DeltaCatalog", False), ("Catalog", False), ("BigQueryRelation", False)]),
-    ("*", "system.sparkDeployMode", lambda v: v == "client"),
-    ("*", "system.javaVersion", lambda v: re.match(r"\d+", v) is not None),
-    ("*", "system.userTimezone", lambda v: isinstance(v, str) and v != ""),
-    ("*", "config.catalogClass", lambda v: v in ("org.apache.spark.sql.internal.CatalogImpl",  # Spark 3.5
-                                                "org.apache.spark.sql.classic.Catalog")),  # Spark 4
-    ("*", "config.openLineageConfig", lambda v: v["facets.debug.disabled"] == "false" and v["transport.type"] ==
-     "file" and v["namespace"] == "testEmitMetrics"),
-    ("*", "logs", lambda v: v == []),
-    ("app", "logicalPlan", lambda v: v is None),  # no plan behind an application event, as in the JVM
-    # CreateDataSourceTableCommand on Spark 4, CreateTableCommand (a Hive table by default) on 3.5
-    ("action", "logicalPlan.nodes", lambda v: len(v) == 1 and v[0]["children"] == [] and re.fullmatch(
-        r"Create(DataSource)?TableCommand@-?\d+", v[0]["id"]) is not None and "create_table_emit_test" in v[0]["desc"]),
-    # meters, as they stand when each event is sent
-    ("app START", "metrics.metrics", lambda v: _meters(v) == {"openlineage.spark.event.app.start": 1.0}),
-    # START: sent by the execution poll while the command ran (no end yet) or at its end
-    ("action START", "metrics.metrics", lambda v: {k: n for k, n in _meters(v).items() if k.endswith("start")} == {
-        "openlineage.spark.event.app.start": 1.0, "openlineage.spark.event.sql.start": 1.0}),
-    ("action COMPLETE", "metrics.metrics", lambda v: {k: n for k, n in _meters(v).items() if "time" not in k} == {
-        "openlineage.spark.event.app.start": 1.0, "openlineage.spark.event.sql.start": 1.0,
-        "openlineage.spark.event.sql.end": 1.0} and _meters(v)["openlineage.spark.unknownFacet.time"] > 0),
-    ("app COMPLETE", "metrics.metrics", lambda v: {k: n for k, n in _meters(v).items() if "time" not in k} == {
-        "openlineage.spark.event.app.start": 1.0, "openlineage.spark.event.sql.start": 1.0,
-        "openlineage.spark.event.sql.end": 1.0, "openlineage.spark.event.app.end": 1.0}),
-    ("*", "metrics.metrics", lambda v: all(
-        [t["key"] for t in m["tags"]] == ["openlineage.spark.disabled.facets", "openlineage.spark.integration.version",
-                                          "openlineage.spark.version"]
-        and [t["value"] for t in m["tags"]] == ["", _adapter_version(), _pyspark_version()] for m in v)),
-]
+def _rdd_with_parquet(events: list[dict], lines: list[str], root: str) -> list[str]:
+    stats = [o["outputFacets"]["outputStatistics"] for e in events for o in e["outputs"]
+             if "rdd_c" in o["name"] and "outputStatistics" in o.get("outputFacets", {})]
+    problems = [] if stats and stats[0].get("rowCount") == 4 else [f"rdd_c outputStatistics {stats[:1]} (rowCount 4)"]
+    if any("rdd_c" in i["name"] and "inputStatistics" in i.get("inputFacets", {}) for e in events for i in e["inputs"]):
+        problems.append("an rdd_c input has inputStatistics")
+    return problems
 
 
-def _adapter_version() -> str:
-    from spark_plugin.facets import adapter_version
-
-    return adapter_version()
-
-
-def _pyspark_version() -> str:
-    import pyspark
-
-    return pyspark.__version__
+def _create_table(events: list[dict], lines: list[str], root: str) -> list[str]:
+    named = {e["job"]["name"] for e in events if e["job"]["name"].endswith("create_table_test")}
+    return [] if len(named) == 1 else [f"job names ending with create_table_test: {sorted(named)} (one wanted)"]
 
 
-def _meters(nodes: list[dict]) -> dict[str, float]:
-    return {m["name"]: m["value"] for m in nodes}
+def _facets_disable(events: list[dict], lines: list[str], root: str) -> list[str]:
+    # their verify(request) passes when one request body mentions none of the disabled facets
+    clean = re.compile(r"^((?!(spark_unknown|spark.logicalPlan|dataSource)).)*$")
+    return [] if any(clean.fullmatch(line) for line in lines) else ["every event mentions a disabled facet"]
 
 
-def _at(node: Any, path: str) -> Any:
-    for part in path.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node
+def _smart_debug(events: list[dict], lines: list[str], root: str) -> list[str]:
+    debug = [e for e in events if "debug" in e["run"]["facets"]]
+    if len(debug) != 1 or debug[0]["eventType"] != "COMPLETE" or "parent" not in debug[0]["run"]["facets"]:
+        return [f"debug facets on {[(e['eventType'], e['job']['name']) for e in debug]} (one COMPLETE wanted)"]
+    logs = debug[0]["run"]["facets"]["debug"].get("logs")
+    return [] if logs == ["No input datasets detected", "No output datasets detected"] else [f"debug logs: {logs}"]
 
 
-@pytest.mark.parametrize("script", ["emit_metrics"])
-@pytest.mark.parametrize("which, path, check", DEBUG_PARTS, ids=[f"{w}:{p}" for w, p, _ in DEBUG_PARTS])
-def test_debug_facet_parts(script_events, script, which, path, check):
-    """Every event of their emit-metrics run carries the debug facet (facets.debug.disabled=false), its parts
-    read from the driver as the JVM's DebugRunFacetBuilderDelegate reads them."""
-    _, events = script_events[script]
-    assert [(e["eventType"], e["job"]["name"].count(".")) for e in events] == [
-        ("START", 0), ("START", 2), ("COMPLETE", 2), ("COMPLETE", 0)]
-    for event in events:
-        kind = "app" if "." not in event["job"]["name"] else "action"
-        if which in ("*", kind, f"{kind} {event['eventType']}"):
-            value = _at(event["run"]["facets"]["debug"], path)
-            assert check(value), f"{kind} {event['eventType']}: {path} = {value!r}"
+#: the assertions their tests make beyond verifyEvents: (events, event lines, root) -> problems
+EXTRA_CHECKS: dict[str, Callable[[list[dict], list[str], str], list[str]]] = {
+    "spark_input_only_rdd": _input_only_rdd, "spark_rdd_with_parquet": _rdd_with_parquet,
+    "spark_create_table": _create_table, "spark_facets_disable": _facets_disable, "spark_smart_debug": _smart_debug}
+#: the tests that read script_events (it runs only the scripts the selected ones need)
+SCRIPT_TESTS = ("test_their_scripts_match_their_expected_events", "test_their_scripts_send_in_their_order",
+                "test_their_scripts_extra_assertions", "test_their_scripts_leave_the_host_alone",
+                "test_debug_facet_parts", "test_their_failures_script")
+#: the driver JVM of test runs only, for speed (two run side by side): how the JVM compiles, collects and sizes its
+#: heap does not change events
+FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+FAST_CONF = {"spark.driver.memory": "512m"}
 
 
-def _two_writes(spark: Any, root: str) -> None:
-    """A write with no input dataset (a range), then one with an input and an output."""
-    spark.range(3).write.mode("overwrite").parquet(f"{root}/a")
-    spark.read.parquet(f"{root}/a").write.mode("overwrite").parquet(f"{root}/b")
+def script_env(hook_pythonpath: list[str], state: Path) -> dict[str, str]:
+    """The driver's environment: nothing of the caller's lineage settings, the plugin importable as installed,
+    its own state directory."""
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENLINEAGE", "PYSPARK_", "SPARK_"))}
+    venv_bin = Path(sys.executable).parent
+    env.update(PATH=f"{venv_bin}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(hook_pythonpath),
+               LINEAGE_CAPTURE_STATE_DIR=str(state), OPENLINEAGE_CONFIG=str(state / "none.yml"))
+    return env
 
 
-FULL = ("classpath", "config", "logicalPlan", "logs", "metrics", "system")  # an action's facet when enabled
-APP_FULL = tuple(p for p in FULL if p != "logicalPlan")
-ACTION_EVENTS = ("START", "RUNNING", "COMPLETE")  # a write's events (RUNNING: its statistics)
-#: conf -> the debug facet of each event as (facet parts, logs) or None, by (event type, what it is); the
-#: events: the application (app), the range write (a), the read-and-write (b).
-DEBUG_CASES = [
-    ("off_by_default", {}, {}),
-    ("on", {"facets.debug.disabled": "false"}, {("START", "app"): (APP_FULL, []), ("COMPLETE", "app"): (APP_FULL, []),
-                                                 **{(t, w): (FULL, []) for t in ACTION_EVENTS for w in "ab"}}),
-    # the JVM's facets.disabled list replaces its default list (spark_unknown;spark.logicalPlan;debug)
-    ("on_by_list", {"facets.disabled": "[spark_unknown]"}, {
-        ("START", "app"): (APP_FULL, []), ("COMPLETE", "app"): (APP_FULL, []),
-        **{(t, w): (FULL, []) for t in ACTION_EVENTS for w in "ab"}}),
-    ("metrics_disabled", {"facets.debug.disabled": "false", "debug.metricsDisabled": "true"}, {
-        ("START", "app"): (tuple(p for p in APP_FULL if p != "metrics"), []),
-        ("COMPLETE", "app"): (tuple(p for p in APP_FULL if p != "metrics"), []),
-        **{(t, w): (tuple(p for p in FULL if p != "metrics"), []) for t in ACTION_EVENTS for w in "ab"}}),
-    ("over_payload_limit", {"facets.debug.disabled": "false", "debug.payloadSizeLimitInKilobytes": "0"}, {
-        k: (("logs",), ["Skipping debug facet due to payload size: N kilobytes"]) for k in [
-            ("START", "app"), ("COMPLETE", "app"), *((t, w) for t in ACTION_EVENTS for w in "ab")]}),
-    # smart debug: only an action's COMPLETE lacking inputs (any-missing) or outputs, with the reasons
-    ("smart", {"debug.smart": "true"}, {("COMPLETE", "a"): (FULL, ["No input datasets detected"])}),
-    ("smart_when_disabled", {"debug.smart": "true", "facets.debug.disabled": "true"},
-     {("COMPLETE", "a"): (FULL, ["No input datasets detected"])}),
-    ("smart_output_missing", {"debug.smart": "true", "debug.smartMode": "output-missing"}, {}),
-]
+@contextmanager
+def backend_url(backend: str) -> Iterator[str]:
+    """An http transport's URL: ``refusing`` (a closed port), or a real server answering that status to all."""
+    from http_backend import Backend, free_port
+
+    if backend == "refusing":
+        yield f"http://127.0.0.1:{free_port()}"
+    else:
+        with Backend(status=int(backend)) as server:
+            yield server.url
 
 
-@pytest.mark.parametrize("conf, expected", [c[1:] for c in DEBUG_CASES], ids=[c[0] for c in DEBUG_CASES])
-def test_debug_facet_keys(spark, workdir, conf, expected):
-    events, _ = run_captured(spark, workdir, _two_writes, {f"spark.openlineage.{k}": v for k, v in conf.items()})
-    found = {}
-    for event in events:
-        outputs = [o["name"].rstrip("/").rsplit("/", 1)[1] for o in event["outputs"]]
-        what = outputs[0] if outputs else "app"
-        debug = event["run"]["facets"].get("debug")
-        if debug is not None:
-            logs = [re.sub(r"\d+ kilobytes", "N kilobytes", log) for log in debug["logs"]]
-            found[(event["eventType"], what)] = (tuple(sorted(k for k in debug if not k.startswith("_"))), logs)
-    assert found == expected
+@pytest.fixture(scope="module")
+def script_events(request, tmp_path_factory, hook_pythonpath) -> dict[str, tuple[str, ScriptRun]]:
+    """Each run of their scripts the selected tests need, two at a time, each in its own container root:
+    ``script`` with a file transport, ``script:backend`` with an http transport to that ``backend_url``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    needed = set()
+    for item in request.session.items:
+        if getattr(item, "originalname", "") in SCRIPT_TESTS:
+            params = item.callspec.params
+            needed |= {params["script"], f"{params['script']}:{params['backend']}" if "backend" in params else ""}
+    base = Path(os.path.realpath(tmp_path_factory.mktemp("their_scripts")))
+    # Speed: the first run dumps the classes its driver JVM loaded into an archive (AppCDS, JDK 13+), the runs
+    # started after it map them instead of loading and verifying them again: each run's JVM starts seconds
+    # sooner (13 s -> 7 s a run on the CI machine). Events do not change; a JVM that cannot use the archive
+    # ignores it. Its logging is off so that the runs' output stays Spark's and the scripts'.
+    archive, archived = base / "spark-classes.jsa", threading.Event()
+
+    def run(key: str, dump: bool = False) -> ScriptRun:
+        script, _, backend = key.partition(":")
+        root = base / key.replace(":", "@")
+        env = script_env(hook_pythonpath, root / "state")
+        cds = "ArchiveClassesAtExit" if dump else "SharedArchiveFile" if archived.is_set() else None
+        java = f"{FAST_JVM} -Xlog:cds=off,cds+dynamic=off" + (f" -XX:{cds}={archive}" if cds else "")
+        try:
+            if not backend:
+                return run_their_script(script, THEIRS, str(root), root / "work", env, FAST_CONF, java)
+            with backend_url(backend) as url:
+                return run_their_script(script, THEIRS, str(root), root / "work", env, {
+                    **FAST_CONF, "spark.openlineage.transport.type": "http", "spark.openlineage.transport.url": url},
+                    java)
+        finally:
+            if dump and archive.exists():
+                archived.set()
+
+    keys = sorted(needed - {""}, key=_slowest_first)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {key: pool.submit(run, key, dump=i == 0) for i, key in enumerate(keys)}
+        return {key: (str(base / key.replace(":", "@")), future.result()) for key, future in futures.items()}
 
 
-# --- inputStatistics of SQL actions -----------------------------------------------------------------------
+def _slowest_first(key: str) -> tuple[bool, int]:
+    """Runs against a failing backend (seconds of retries) first, then the scripts in their table's order."""
+    script = key.partition(":")[0]
+    return (":" not in key, list(SCRIPTS).index(script))
 
 
-def _data_files(directory: str) -> list[str]:
-    """The files Spark's file index lists under ``directory`` (hidden and ``_``-prefixed ones left out)."""
-    return [str(p) for p in Path(directory).rglob("*") if p.is_file() and not p.name.startswith(("_", "."))]
+@pytest.mark.parametrize("script,fixture", [pytest.param(script, fixture, id=fixture)
+                                            for script, spec in SCRIPTS.items()
+                                            for sequence in spec.sequences for fixture in sequence])
+def test_their_scripts_match_their_expected_events(script_events, script, fixture):
+    """Matched as their SparkContainerIntegrationTest matches: one event among all the run sent must match; every
+    event valid against the OpenLineage schemas."""
+    root, run = script_events[script]
+    for event in run.events:
+        assert_valid_event(event)
+    assert_one_matches(their_fixture(fixture, root), run.events)
 
 
-def _parquet_dir(spark: Any, root: str, tmp: str) -> None:
-    spark.range(10).repartition(2).write.mode("overwrite").parquet(f"{tmp}/src")
+@pytest.mark.parametrize("script", [s for s in SCRIPTS if s != "spark_test_failures"])
+def test_their_scripts_send_in_their_order(script_events, script):
+    """Their fixtures in the order their verifyEvents calls verify them, and every run's events in the order the
+    JVM sends them (the file transport writes them in delivery order)."""
+    root, run = script_events[script]
+    assert sequence_problems(script, run.events, root) == []
+    assert order_problems(run.events) == []
 
 
-def _table(spark: Any, root: str, tmp: str, analyze: bool = False) -> None:
-    spark.sql("drop table if exists stats_src")
-    spark.range(10).repartition(3).write.format("parquet").saveAsTable("stats_src")
-    if analyze:  # then one file more behind Spark's back: the catalog's size and the files' size now differ
-        spark.sql("analyze table stats_src compute statistics")
-        first = _data_files(_table_location(spark))[0]
-        shutil.copy(first, first.replace("part-", "part-copy-"))
-        spark.catalog.refreshTable("stats_src")
+@pytest.mark.parametrize("script", list(EXTRA_CHECKS))
+def test_their_scripts_extra_assertions(script_events, script):
+    root, run = script_events[script]
+    assert EXTRA_CHECKS[script](run.events, run.lines, root) == []
 
 
-def _table_location(spark: Any) -> str:
-    return spark.sql("describe table extended stats_src").where("col_name = 'Location'").first()[1].removeprefix(
-        "file:")
+@pytest.mark.parametrize("script", [s for s in SCRIPTS if s != "spark_test_failures"])
+def test_their_scripts_leave_the_host_alone(script_events, script):
+    """Exit code 0 and not a line of ours in spark-submit's output (a transport is configured, the keys known)."""
+    _, run = script_events[script]
+    assert host_problems(run) == []
 
 
-def _table_size(spark: Any) -> int:
-    return sum(os.path.getsize(f) for f in _data_files(_table_location(spark)))
+def _spool_records(state: Path, name: str) -> list[dict]:
+    """The records of every ``spool/**/<name>`` file under ``state`` (lines ``<crc32> <JSON>`` or bare JSON)."""
+    records = []
+    for path in sorted((state / "spool").rglob(name)):
+        for line in path.read_text().splitlines():
+            head, _, rest = line.partition(" ")
+            records.append(json.loads(rest if len(head) == 8 and not head.startswith("{") else line))
+    return records
 
 
-def _catalog_size(spark: Any) -> int:
-    """The size ANALYZE TABLE recorded (``Statistics: N bytes``), not what the files hold now."""
-    row = spark.sql("describe table extended stats_src").where("col_name = 'Statistics'").first()
-    recorded = int(row[1].split()[0])
-    assert recorded < _table_size(spark)
-    return recorded
+# the backend (backend_url), where the script's events are then kept: "spool" (to replay) or "dead-letters"
+FAILURE_CASES = [("refusing", "spool"), ("500", "spool"), ("400", "dead-letters")]
 
 
-# setup, read-and-write, inputStatistics of the input as (tmp, session) -> fields (None: no facet)
-INPUT_STATS_CASES = [
-    # a file relation: its size and file count (the JVM's handleHadoopFsRelation)
-    ("files", _parquet_dir, lambda spark, tmp: spark.read.parquet(f"{tmp}/src").write.mode("overwrite").parquet(
-        f"{tmp}/out"), lambda spark, tmp: {"size": sum(os.path.getsize(f) for f in _data_files(f"{tmp}/src")),
-                                           "fileCount": len(_data_files(f"{tmp}/src"))}),
-    # a catalog table without statistics: the relation's size only (handleCatalogTable)
-    ("table", _table, lambda spark, tmp: spark.table("stats_src").write.mode("overwrite").parquet(f"{tmp}/out"),
-     lambda spark, tmp: {"size": _table_size(spark)}),
-    # a catalog table with statistics: theirs
-    ("analyzed_table", lambda spark, root, tmp: _table(spark, root, tmp, analyze=True),
-     lambda spark, tmp: spark.table("stats_src").write.mode("overwrite").parquet(f"{tmp}/out"),
-     lambda spark, tmp: {"size": _catalog_size(spark)}),
-]
-
-
-@pytest.mark.parametrize("setup, action, expected", [c[1:] for c in INPUT_STATS_CASES],
-                         ids=[c[0] for c in INPUT_STATS_CASES])
-def test_input_statistics_of_sql_actions(spark, workdir, setup, action, expected):
-    """inputStatistics as the JVM's LogicalRelationDatasetBuilder reports them, on every event of the action
-    (they come from the plan, not from the run)."""
-    setup(spark, workdir, workdir)
-    events, _ = run_captured(spark, workdir, lambda s, _: action(s, workdir))
-    want = expected(spark, workdir)
-    # the SQL action (a read's Parquet schema-merge job is an RDD job of its own)
-    actions = [e for e in events if e["job"]["facets"]["jobType"]["jobType"] == "SQL_JOB"]
-    assert [e["eventType"] for e in actions] == ["START", "RUNNING", "COMPLETE"]
-    for event in actions:
-        stats = [{k: v for k, v in i["inputFacets"]["inputStatistics"].items() if not k.startswith("_")}
-                 for i in event["inputs"]]
-        assert stats == [want], event["eventType"]
+@pytest.mark.parametrize("script", ["spark_test_failures"])
+@pytest.mark.parametrize("backend, kept_in", FAILURE_CASES)
+def test_their_failures_script(script_events, script, backend, kept_in):
+    """Their SparkOpenLineageFailuresTest: with the backend refusing connections or answering 500 or 400 the
+    script still prints "Spark is fine!"; here also: exit 0, a warning of ours where Spark's go (each once), and
+    every event the script sends to a working backend kept (spooled for a transient failure, set aside as dead
+    letters for a permanent rejection)."""
+    root, ran = script_events[f"{script}:{backend}"]
+    assert ran.returncode == 0, ran.output[-30:]
+    assert "Spark is fine!" in ran.output, ran.output[-50:]
+    # the user is told, where Spark's own warnings go, each thing once (what failed; where the events wait)
+    warnings = [re.sub(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d WARN lineage_capture: ", "", line) for line in our_lines(ran)]
+    assert warnings and all(w != line for w, line in zip(warnings, our_lines(ran))), our_lines(ran)
+    assert len({w[:40] for w in warnings}) == len(warnings), warnings
+    state = Path(root) / "state"
+    kept = _spool_records(state, "events.jsonl") if kept_in == "spool" else [
+        record["event"] for record in _spool_records(state, "dead-letters.jsonl")]
+    sent = script_events[script][1].events  # the same script with a file transport
+    assert len(sent) == 7  # the application, CREATE TABLE and INSERT (with its statistics' RUNNING)
+    assert sorted(kinds(kept)) == sorted(kinds(sent))

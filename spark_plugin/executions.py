@@ -43,6 +43,7 @@ class ExecutionPoll:
     MAX_NEW_PER_POLL = 50  # a burst of tiny actions is reported by the listener alone
     MAX_START_ATTEMPTS = 3  # a plan that cannot be read while running waits for the end
     RECENT = 16  # executions looked at for the first one submitted since the plugin came
+    TAKEN_KEPT = 8  # executions taken lately, for a second take of the same one (see take)
 
     def __init__(self, jsession: Any, jvm: Any, min_age_s: float, since_ms: int) -> None:
         """``since_ms``: when the plugin came (epoch ms); executions submitted before are not its to start."""
@@ -52,6 +53,7 @@ class ExecutionPoll:
         self._since_ms = since_ms
         self._next: int | None = None
         self.watched: dict[int, Tracked] = {}
+        self._taken: list[Tracked] = []
 
     def _first_id(self) -> int:
         # by submission time, not "the next id": the first poll may come after the plugin's first actions began
@@ -112,16 +114,24 @@ class ExecutionPoll:
         return new, progressed
 
     def take(self, qe: Any) -> Tracked | None:
-        """The watched execution of the listener's ``qe``, forgotten from now on; None when not watched."""
-        if not self.watched:
+        """The watched execution of the listener's ``qe``, no longer watched from now on; None when not watched.
+        Taking the same ``qe`` again gives the same execution: the end of the application may make an action's
+        events while the worker is making them (for the spool, a backend being down), and both must name the
+        run the poll started, or the spool would hold a second run of the action beside one that never ends."""
+        if not self.watched and not self._taken:  # no py4j call while the poll has seen no long action
             return None
         try:
             qe_id = int(qe.id())
         except Exception:  # noqa: BLE001 - Spark < 3.4: matched by equals() instead
             qe_id = None
-        for execution_id, tracked in self.watched.items():
-            same = tracked.qe_id == qe_id if qe_id is not None and tracked.qe_id is not None else tracked.qe.equals(qe)
-            if same:
-                del self.watched[execution_id]
+
+        def same(tracked: Tracked) -> bool:
+            return tracked.qe_id == qe_id if qe_id is not None and tracked.qe_id is not None else tracked.qe.equals(qe)
+
+        for execution_id, tracked in list(self.watched.items()):  # a copy: the worker's poll may add meanwhile
+            if same(tracked):
+                self.watched.pop(execution_id, None)
+                self._taken.append(tracked)
+                del self._taken[:-self.TAKEN_KEPT]
                 return tracked
-        return None
+        return next((tracked for tracked in reversed(self._taken) if same(tracked)), None)

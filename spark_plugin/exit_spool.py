@@ -7,8 +7,9 @@ the way every delivered event is built (the emitter's ``event_dict``: redacted),
 next run delivers them.
 
 A worker stuck in a spool *replay* holds the spool's lock. The appends therefore run on a helper thread
-that the caller waits for until its deadline; past it, the remaining events are appended without the lock
-(one ``O_APPEND`` write per record, which a concurrent reader sees whole) and the helper is told to stop.
+that the caller waits for until its deadline; past it, the remaining events (the one the helper is waiting to
+write included) are appended without the lock (one ``O_APPEND`` write per record, which a concurrent reader sees
+whole) and the helper is told to stop.
 """
 from __future__ import annotations
 
@@ -70,8 +71,10 @@ def spool_records(spool: Any, records: Iterable[Any], deadline: float,
     if state["finished"]:
         return state["spooled"], dropped + state["dropped"]
     state["abandoned"] = True  # the spool's lock is held by a stalled replay: append the rest without it
-    rest = events[state["done"] + 1:]  # the one in the helper's hands is written when the lock frees
-    return state["spooled"] + 1 + _append_unlocked(spool, rest), dropped + state["dropped"]
+    # The one in the helper's hands is appended here too: the helper writes it only if the lock frees before
+    # the process ends, which a replay stuck on a dead backend does not do. Twice is better than never.
+    rest = events[state["done"]:]
+    return state["spooled"] + _append_unlocked(spool, rest), dropped + state["dropped"]
 
 
 def _append_unlocked(spool: Any, events: list[dict[str, Any]]) -> int:

@@ -120,7 +120,8 @@ class Application:
                              tick=self._tick_fn if config.poll_interval_s > 0 else None,
                              tick_interval=config.poll_interval_s or 1.0)
         self._emitter: Any = None
-        self._emitter_tried = False
+        self._emitter_tried = False  # its building has begun (it may be replaying an earlier run's spool)
+        self._emitter_settled = False  # ... and ended: None then means no usable transport
         self._sessions: list[Any] = []  # JVM sessions the listener is registered on
         self._streams: list[Any] = []  # streaming listeners registered (see spark_plugin.streaming)
         self._streaming_sessions: list[Any] = []  # the JVM sessions those listeners follow
@@ -484,6 +485,7 @@ class Application:
         if not self._emitter_tried:
             self._emitter_tried = True
             self._emitter = self.guard.call("emitter setup", self._new_emitter)
+            self._emitter_settled = True
         return self._emitter
 
     def _new_emitter(self) -> Any:
@@ -564,7 +566,9 @@ class Application:
                         f", {dropped} could not be kept" if dropped else "")
 
     def config_disabled(self) -> bool:
-        return self._emitter_tried and self._emitter is None  # no usable transport: nothing would be delivered
+        """No usable transport: nothing would be delivered. Not while the emitter is still being built (stuck
+        replaying an earlier run's spool to a backend that is down): this run's events then go to the spool."""
+        return self._emitter_settled and self._emitter is None
 
     def _close_emitter(self) -> None:
         if self._emitter is not None:

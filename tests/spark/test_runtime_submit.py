@@ -176,3 +176,44 @@ def test_dead_backend_and_no_stop(workdir, hook_pythonpath, isolated_lineage_env
         ("COMPLETE", APP)}
     assert [(e["eventType"], e["job"]["name"]) for e in spooled][-5:] == [
         ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FOOTERS), ("COMPLETE", APP)]
+
+
+SLOW_WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_slow"
+
+
+def test_backend_down_for_several_runs(workdir, hook_pythonpath, isolated_lineage_env):
+    """A backend refusing connections for two runs in a row, with the execution poll on and the app stopping as
+    its last write's end is being reported. The second run's emitter is still replaying the first run's spool
+    (openlineage-python retrying the refused connection for seconds) when it stops: its events still go to the
+    spool, after the first run's. Each action is one run (the poll's START, then its RUNNING and COMPLETE), also
+    when the end of the app makes the events of the action the worker is making."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = {**ON, "spark.openlineage.python.pollIntervalSeconds": "0.2", "spark.openlineage.transport.type": "http",
+            "spark.openlineage.transport.url": f"http://127.0.0.1:{port}"}
+    for _ in range(2):
+        result = submit(workdir, "slow_write", conf, hook_pythonpath, isolated_lineage_env)
+        assert result.returncode == 0, result.stdout[-3000:]
+        assert result.stdout.strip() == "rows: 5"
+    spooled = spooled_events(isolated_lineage_env)
+    apps = [e["run"]["runId"] for e in spooled if e["job"]["name"] == APP and e["eventType"] == "START"]
+    assert len(apps) == 2
+    for app in apps:
+        events = [e for e in spooled if app in (e["run"]["runId"], e["run"]["facets"].get("parent", {}).get(
+            "run", {}).get("runId"))]
+        runs: dict[str, list[str]] = {}
+        for event in events:
+            runs.setdefault(event["job"]["name"], [])
+            if event["run"]["runId"] not in runs[event["job"]["name"]]:
+                runs[event["job"]["name"]].append(event["run"]["runId"])
+        assert {job: len(ids) for job, ids in runs.items()} == {APP: 1, WRITE: 1, FOOTERS: 1, SLOW_WRITE: 1}
+        by_job = {job: [e["eventType"] for e in events if e["job"]["name"] == job] for job in runs}
+        assert by_job[APP] == ["START", "COMPLETE"]
+        assert by_job[FOOTERS] == ["START"]
+        for write in (WRITE, SLOW_WRITE):
+            kinds_ = by_job[write]
+            assert kinds_[0] == "START" and kinds_[-1] == "COMPLETE" and set(kinds_[1:-1]) <= {"RUNNING"}, kinds_
+        assert "RUNNING" in by_job[SLOW_WRITE]
+    # the first run's events first: each run's spool is replayed in order
+    assert [e["run"]["runId"] for e in spooled if e["job"]["name"] == APP] == [apps[0], apps[0], apps[1], apps[1]]

@@ -25,6 +25,13 @@ def main(workdir, ending):
             spark.stop()
 
 
+def slow_write(spark, workdir):
+    """A write of about 2 s (four 0.5 s tasks, one core): long enough for the execution poll to send its START."""
+    spark.range(4).repartition(4).selectExpr(
+        "id", "reflect('java.lang.Thread', 'sleep', CAST(500 AS BIGINT)) AS slept").write.mode("overwrite").parquet(
+        f"{workdir}/lake/slow")
+
+
 def raise_error(spark, workdir):
     raise ValueError("boom from the app")
 
@@ -36,6 +43,7 @@ ENDINGS = {
     "action_fails": failing_write,  # a failing action's exception propagates out of the app
     "raise": raise_error,
     "exit3": lambda spark, workdir: sys.exit(3),
+    "slow_write": slow_write,  # then spark.stop() at once, as the write's end is being reported
 }
 
 if __name__ == "__main__":

@@ -50,8 +50,7 @@ def main() -> None:
     args = parser.parse_args()
     work, conf = spark_overhead.prepare("spark_phases_", args.data_dir, args.rows, 150)
     if args.variant == "down":
-        conf = {**conf, "spark.openlineage.transport.type": "http",
-                "spark.openlineage.transport.url": f"http://127.0.0.1:{spark_overhead.closed_port()}"}
+        conf = spark_overhead.http_conf(conf, f"http://127.0.0.1:{spark_overhead.closed_port()}")
     app = work / "app.py"
     app_args = ["etl", str(args.data_dir), str(work / "out")]
     for warm_up in ({}, conf):  # file system caches

@@ -14,7 +14,7 @@ plugin itself is unchanged) and reads, per part:
 - ``stop``: the ``spark.stop()`` hook (the last actions' events delivered before the context stops): wall;
 - the driver's whole Python process, plugin on against off (interleaved runs).
 
-    .venv/bin/python benchmarks/spark_plugin_cpu.py [--reps 5]
+    .venv/bin/python benchmarks/spark_plugin_cpu.py [--reps 5] [--variant on|down]
 """
 from __future__ import annotations
 
@@ -107,12 +107,16 @@ ROWS = (("preload_python_cpu", "preload thread, Python CPU"),
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=5, help="interleaved off/on runs")
+    parser.add_argument("--variant", choices=["on", "down"], default="on",
+                        help="on: file transport; down: an http transport to a closed port (one spool for all runs)")
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--wide-inputs", type=int, default=150)
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark_overhead_data")
     args = parser.parse_args()
 
     work, on = spark_overhead.prepare("spark_plugin_cpu_", args.data_dir, args.rows, args.wide_inputs)
+    if args.variant == "down":
+        on = spark_overhead.http_conf(on, f"http://127.0.0.1:{spark_overhead.closed_port()}")
     app, probe, state, out = work / "app.py", work / "probe.py", work / "state", work / "out"
     probe.write_text(PROBE)
     runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
@@ -124,7 +128,7 @@ def main() -> None:
                                   env)
             if rep:
                 runs[plugin].append(json.loads(parts_file.read_text()))
-    print(f"ETL application, {args.reps} runs each (median, min-max):")
+    print(f"ETL application, {args.variant}, {args.reps} runs each (median, min-max):")
     for key, label in ROWS:
         values = [r[key] for r in runs["on"] if key in r]
         if values:

@@ -53,6 +53,10 @@ class SpoolError(Exception):
     kept = 0  #: records of the failed append that did reach the file whole
 
 
+class SpoolBusy(SpoolError):
+    """Another holder has the spool's lock (a replay waiting on the backend) and the caller would not wait."""
+
+
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: temp file, fsync, rename, fsync the directory."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -149,9 +153,10 @@ class Spool:
     # ---- locking and reading -------------------------------------------------------------------------
 
     @contextmanager
-    def _locked(self, create: bool) -> Iterator[bool]:
+    def _locked(self, create: bool, wait: bool = True) -> Iterator[bool]:
         """Hold the spool's lock; yields False (without locking) when the directory does not exist and
-        ``create`` is false: there is nothing to read."""
+        ``create`` is false: there is nothing to read. Raises :class:`SpoolBusy` when the lock is held and
+        ``wait`` is false."""
         if not create and not self.directory.is_dir():
             yield False
             return
@@ -163,7 +168,9 @@ class Spool:
 
         lock = filelock.FileLock(self.directory / "spool.lock")
         try:
-            lock.acquire()
+            lock.acquire(timeout=-1 if wait else 0)
+        except filelock.Timeout:  # (an OSError too: caught first)
+            raise SpoolBusy(f"lineage spool {self.directory} is locked by another writer or replay") from None
         except OSError as error:  # the lock file itself cannot be made: read-only or full
             raise SpoolError(f"lineage spool {self.directory} cannot be locked ({_reason(error)})") from None
         try:
@@ -200,11 +207,12 @@ class Spool:
         Raises :class:`SpoolError` when the spool cannot be written."""
         return self.append_many([event]) == 1
 
-    def append_many(self, events: Sequence[Mapping[str, Any]]) -> int:
+    def append_many(self, events: Sequence[Mapping[str, Any]], wait: bool = True) -> int:
         """Append events in order with one lock and one write; returns how many were kept (the rest did not fit
         in ``max_bytes``: dropped, one warning). Raises :class:`SpoolError` (its ``kept`` says how many whole
-        records did reach the file) when the spool cannot be written."""
-        return self._append_lines(self.events_path, [encode_record(e) for e in events], self.pending_bytes)
+        records did reach the file) when the spool cannot be written, :class:`SpoolBusy` when its lock is held
+        and ``wait`` is false."""
+        return self._append_lines(self.events_path, [encode_record(e) for e in events], self.pending_bytes, wait)
 
     def add_dead_letter(self, event: Mapping[str, Any], status: int, answer: str) -> bool:
         """Set aside an event the backend refused for good, with its answer (redacted, shortened).
@@ -222,8 +230,8 @@ class Spool:
 
         return self._append_lines(self.dead_letters_path, [encode_record(record)], used) == 1
 
-    def _append_lines(self, path: Path, lines: list[bytes], used: Callable[[], int]) -> int:
-        with self._locked(create=True):
+    def _append_lines(self, path: Path, lines: list[bytes], used: Callable[[], int], wait: bool = True) -> int:
+        with self._locked(create=True, wait=wait):
             room, fitting = self.max_bytes - used(), 0
             for line in lines:
                 if len(line) > room:

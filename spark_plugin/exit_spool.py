@@ -6,21 +6,15 @@ emitter. It appends them to the emitter's own spool (``Spool.append``: same form
 the way every delivered event is built (the emitter's ``event_dict``: redacted), so ``lineage-capture replay`` or the
 next run delivers them.
 
-A worker stuck in a spool *replay* holds the spool's lock. The appends therefore run on a helper thread
-that the caller waits for until its deadline; past it, the remaining events (the one the helper is waiting to
-write included) are appended without the lock (one ``O_APPEND`` write per record, which a concurrent reader sees
-whole) and the helper is told to stop.
+A worker stuck in a spool *replay* (the emitter replays an earlier run's spool when it is built) holds the
+spool's lock for as long as the backend keeps it waiting. The events are then appended without the lock, at once
+(one ``O_APPEND`` write per record, which a concurrent reader sees whole).
 """
 from __future__ import annotations
 
-import logging
 import os
-import threading
-import time
 from collections.abc import Iterable
 from typing import Any
-
-log = logging.getLogger(__name__)
 
 
 def make_spool(emitter_config: Any) -> Any:
@@ -32,11 +26,11 @@ def make_spool(emitter_config: Any) -> Any:
                  describe_destination(emitter_config.transport))
 
 
-def spool_records(spool: Any, records: Iterable[Any], deadline: float,
-                  built: Iterable[dict[str, Any]] = ()) -> tuple[int, int]:
+def spool_records(spool: Any, records: Iterable[Any], built: Iterable[dict[str, Any]] = ()) -> tuple[int, int]:
     """Append ``built`` events, then each record's event, to ``spool``; (spooled, dropped). Dropped: records
     whose event cannot be built, events the spool refuses (full, unwritable)."""
     from emitter.serialize import event_dict
+    from emitter.spool import SpoolBusy, SpoolError
 
     events: list[dict[str, Any]] = list(built)
     dropped = 0
@@ -45,36 +39,22 @@ def spool_records(spool: Any, records: Iterable[Any], deadline: float,
             events.append(event_dict(record))
         except Exception:  # noqa: BLE001 - one record that cannot be built must not lose the others
             dropped += 1
-    state = {"done": 0, "spooled": 0, "dropped": 0, "abandoned": False, "finished": False}
-
-    def append_all() -> None:
-        for event in events:
-            if state["abandoned"]:
-                return
-            try:
-                kept = spool.append(event)
-            except Exception:  # noqa: BLE001 - an unwritable spool: counted
-                kept = False
-            state["spooled" if kept else "dropped"] += 1
-            state["done"] += 1
-        sync = getattr(spool, "sync", None)  # spools that fsync lazily: now, the process is ending
-        if sync is not None:
-            try:
-                sync()
-            except Exception:  # noqa: BLE001
-                pass
-        state["finished"] = True
-
-    helper = threading.Thread(target=append_all, name="lineage-capture-spool", daemon=True)
-    helper.start()
-    helper.join(max(0.0, deadline - time.monotonic()))
-    if state["finished"]:
-        return state["spooled"], dropped + state["dropped"]
-    state["abandoned"] = True  # the spool's lock is held by a stalled replay: append the rest without it
-    # The one in the helper's hands is appended here too: the helper writes it only if the lock frees before
-    # the process ends, which a replay stuck on a dead backend does not do. Twice is better than never.
-    rest = events[state["done"]:]
-    return state["spooled"] + _append_unlocked(spool, rest), dropped + state["dropped"]
+    if not events:
+        return 0, dropped
+    try:
+        kept = spool.append_many(events, wait=False)  # one write, under the lock when nobody holds it
+    except SpoolBusy:  # a replay stalled on the backend holds it (this run's or another process's): no waiting
+        try:
+            return _append_unlocked(spool, events), dropped
+        except OSError:  # unwritable: counted, reported by the caller
+            return 0, dropped + len(events)
+    except SpoolError as error:
+        return error.kept, dropped + len(events) - error.kept
+    try:
+        spool.sync()  # the spool fsyncs lazily: now, the process is ending
+    except SpoolError:
+        pass
+    return kept, dropped + len(events) - kept
 
 
 def _append_unlocked(spool: Any, events: list[dict[str, Any]]) -> int:

@@ -56,8 +56,6 @@ NOT_EXECUTIONS = frozenset({"analyze"})
 
 #: Longest wait for Spark to hand over the listener calls of actions that already ran (at stop and exit).
 LISTENER_WAIT_S = 2.0
-#: Longest wait for the spool's lock when spooling at the end (a worker stuck in a spool replay holds it).
-SPOOL_BUDGET_S = 0.15
 #: A delivery (or the emitter's close) taking longer than this at the end means the backend is down or hanging:
 #: what is undelivered goes to the spool at once.
 STALL_S = 0.3
@@ -517,7 +515,7 @@ class Application:
         while not self.worker.drain(wait):
             now = time.monotonic()
             if now >= deadline or self._stalled_for(now) > STALL_S:
-                self._spool_undelivered(time.monotonic() + SPOOL_BUDGET_S)
+                self._spool_undelivered()
                 return False
             wait = min(0.05, max(0.0, deadline - now))
         return True
@@ -531,7 +529,7 @@ class Application:
         emitter = self._emitter
         return max(worker, emitter.stalled_for() if emitter is not None else 0.0)
 
-    def _spool_undelivered(self, deadline: float, extra: tuple[AppEvent, ...] = ()) -> None:
+    def _spool_undelivered(self, extra: tuple[AppEvent, ...] = ()) -> None:
         """Take every item the worker has not delivered (its queue, the rest of its current item) and
         write their events to the spool now: nothing waits for a stuck backend, nothing is dropped."""
         with self._handoff:
@@ -558,7 +556,7 @@ class Application:
         if not (records or held or pending) or self.config_disabled():
             return
         spool = self._spool()
-        spooled, dropped = spool_records(spool, [*held, *records], deadline, pending)
+        spooled, dropped = spool_records(spool, [*held, *records], pending)
         self.spooled_at_exit += spooled
         if first_time:
             log.warning("lineage capture: the backend did not take the last lineage events in time; %d went to the "
@@ -660,7 +658,7 @@ class Application:
         self.listener.active = False
         terminal = AppEvent(FAIL if outcome.failed else COMPLETE, datetime.now(timezone.utc), outcome)
         if self.worker.closed:  # the worker was stuck at stop: its items are spooled already
-            self._spool_undelivered(time.monotonic() + SPOOL_BUDGET_S, (terminal,))
+            self._spool_undelivered((terminal,))
         else:
             self.worker.submit(terminal, always=True)
             self.worker.submit(self._close_emitter, always=True)

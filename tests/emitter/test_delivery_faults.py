@@ -22,7 +22,7 @@ import pytest
 from emitter.cli import replay_main
 from emitter.emitter import Emitter
 from emitter.records import COMPLETE, START, JobRef, JobType, RunRecord, RunRef
-from emitter.spool import Spool, decode_record, encode_record, spools_under
+from emitter.spool import Spool, SpoolBusy, decode_record, encode_record, spools_under
 
 from http_backend import Backend, free_port, order_violations
 from ol_schema import assert_valid_event
@@ -360,6 +360,28 @@ def test_a_torn_record_never_merges_with_the_next(tmp_path, tail, replayed, corr
     sent: list[dict] = []
     assert spool.replay(sent.append) == (len(replayed), 0)
     assert [e.get("n") for e in sent] == replayed and spool.corrupt == corrupt
+
+
+def test_an_append_that_will_not_wait_for_a_held_lock(tmp_path):
+    """``append_many(wait=False)`` while a replay (another Spool of the same directory, as the plugin's end has
+    beside its emitter's) holds the lock: SpoolBusy at once, nothing written; once the lock is free it appends."""
+    destination = {"type": "http", "url": "http://x"}
+    spool, other = Spool(tmp_path / "spool", 1 << 20, destination), Spool(tmp_path / "spool", 1 << 20, destination)
+    spool.append({**EVENT, "n": 1})
+    during: list[object] = []
+
+    def send(event: dict) -> None:  # the replay's send, with the lock held
+        began = time.monotonic()
+        try:
+            other.append_many([{**EVENT, "n": 2}], wait=False)
+        except SpoolBusy as busy:
+            during.append((type(busy), time.monotonic() - began < 0.5))
+        raise ConnectionRefusedError  # the backend is down: the replay stops, the event stays
+
+    assert spool.replay(send) == (0, spool.pending_bytes())
+    assert during == [(SpoolBusy, True)]
+    assert other.append_many([{**EVENT, "n": 3}], wait=False) == 1
+    assert [decode_record(line)["n"] for line in spool.events_path.read_bytes().splitlines(keepends=True)] == [1, 3]
 
 
 def test_spool_dir_under_a_regular_file(tmp_path, caplog):

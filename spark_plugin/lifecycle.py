@@ -120,6 +120,8 @@ class Application:
         self._emitter: Any = None
         self._emitter_tried = False  # its building has begun (it may be replaying an earlier run's spool)
         self._emitter_settled = False  # ... and ended: None then means no usable transport
+        self._emitter_built = threading.Event()  # set when settled
+        self._building_since: float | None = None  # while it is being built (replaying over the network)
         self._sessions: list[Any] = []  # JVM sessions the listener is registered on
         self._streams: list[Any] = []  # streaming listeners registered (see spark_plugin.streaming)
         self._streaming_sessions: list[Any] = []  # the JVM sessions those listeners follow
@@ -136,6 +138,8 @@ class Application:
         self._unsent: collections.deque[RunRecord] = collections.deque()
         self._unsent_for: Any = None
         self._spooling = False
+        #: records made while the emitter was being built, handed to it first once it is there
+        self._backlog: list[RunRecord] = []
         self._delivering_since: float | None = None  # when the worker's current delivery began
         self.spooled_at_exit = 0
 
@@ -186,7 +190,7 @@ class Application:
         from spark_plugin import plan_lineage  # noqa: F401 - imported now for the first action
 
         _ = self.facets, self.job_facets
-        self._get_emitter()
+        self._build_emitter()
 
     def begin(self) -> None:
         """Queue the application's START (once the listener is in place)."""
@@ -412,7 +416,7 @@ class Application:
                 records += self._debugged(
                     [self._action_record(RUNNING, now, tracked.lineage, tracked.run_id, io_facets=False)], tracked.qe)
                 tracked.last_sent = now
-        if records and self._get_emitter() is not None:
+        if records and not self.config_disabled():
             self._deliver([_without_disabled(r, self.config.disabled_facets) for r in records], self._tick_fn)
 
     def _jvm_error(self, exception: Any) -> error_message_run.ErrorMessageRunFacet:
@@ -433,20 +437,27 @@ class Application:
         if callable(item):
             item()
             return
-        emitter = self._get_emitter()
-        if emitter is None:  # no usable transport (already warned): lineage work would be wasted
+        if self.config_disabled():  # no usable transport (already warned): lineage work would be wasted
             return
         self._deliver(self._records_of(item), item)
 
     def _deliver(self, records: list[RunRecord], item: Any) -> None:
         """Hand ``records`` (made from the worker's current ``item``) to the emitter one by one, unless the
         end of the application took them over for the spool."""
-        emitter = self._emitter
+        self._build_emitter()  # (started by the warm-up, unless that failed)
         with self._handoff:
             if self._spooling:  # the application ended meanwhile: the main thread spools this item
                 return
-            self._unsent = collections.deque(records)
+            if not self._emitter_built.is_set():  # kept in order until it is there: the worker goes on reading
+                self._backlog += records
+                return
+            self._unsent = collections.deque([*self._backlog, *records])
+            self._backlog.clear()
             self._unsent_for = item
+        emitter = self._emitter
+        if emitter is None:
+            self._unsent.clear()
+            return
         while True:
             with self._handoff:
                 if self._spooling or not self._unsent:
@@ -478,25 +489,34 @@ class Application:
             records = self._debugged([self._app_event_record(item)])
         return [_without_disabled(record, self.config.disabled_facets) for record in records]
 
-    def _get_emitter(self) -> Any:
-        # Built on the worker: building it may replay a spool over the network.
-        if not self._emitter_tried:
-            self._emitter_tried = True
-            self._emitter = self.guard.call("emitter setup", self._new_emitter)
-            self._emitter_settled = True
-        return self._emitter
+    def _build_emitter(self) -> None:
+        """Build the emitter on a thread of its own (once): building it replays an earlier run's spool over the
+        network, seconds against a backend that is down. Meanwhile the worker goes on making the actions'
+        records (they wait in ``_backlog``), so the end of the application never has to read their plans."""
+        if self._emitter_tried:
+            return
+        self._emitter_tried = True
+
+        def build() -> None:
+            try:
+                self._emitter = self.guard.call("emitter setup", self._new_emitter)
+            finally:
+                self._emitter_settled = True
+                self._emitter_built.set()
+
+        threading.Thread(target=build, name="lineage-capture-emitter", daemon=True).start()
 
     def _new_emitter(self) -> Any:
         from emitter import Emitter
         from emitter.config import load_config
 
         config = load_config(self.config.emitter_overrides)
-        self._delivering_since = time.monotonic()  # building it replays the spool over the network
+        self._building_since = time.monotonic()
         try:
             # a configured file transport is not announced: the user named it, and the host prints nothing
             return Emitter(config, announce_file=not host_log.configured_file(config.transport, config.source))
         finally:
-            self._delivering_since = None
+            self._building_since = None
 
     def _spool(self) -> Any:
         """The emitter's spool (or, when the emitter was never built, the configured one)."""
@@ -524,10 +544,11 @@ class Application:
         """How long delivery has been stuck: the worker's call into the emitter, or the emitter's request to a
         backend that has not answered yet (a refused connection being retried since the application's first
         event is known to be stalled at once, without another :data:`STALL_S` of waiting)."""
-        since = self._delivering_since
+        since, building = self._delivering_since, self._building_since
         worker = 0.0 if since is None else now - since
         emitter = self._emitter
-        return max(worker, emitter.stalled_for() if emitter is not None else 0.0)
+        return max(worker, 0.0 if building is None else now - building,
+                   emitter.stalled_for() if emitter is not None else 0.0)
 
     def _spool_undelivered(self, extra: tuple[AppEvent, ...] = ()) -> None:
         """Take every item the worker has not delivered (its queue, the rest of its current item) and
@@ -539,7 +560,8 @@ class Application:
             current = self.worker.current
             unsent = list(self._unsent) if current is not None and self._unsent_for is current else None
             self._unsent.clear()
-        records: list[RunRecord] = []
+            records: list[RunRecord] = list(self._backlog)
+            self._backlog.clear()
         if unsent is not None:
             records += unsent
         elif current is not None and not callable(current):
@@ -569,6 +591,9 @@ class Application:
         return self._emitter_settled and self._emitter is None
 
     def _close_emitter(self) -> None:
+        self._build_emitter()  # (started by the warm-up, unless that failed)
+        self._emitter_built.wait()  # a stalled build is seen by the end (_stalled_for), which spools meanwhile
+        self._deliver([], self._close_emitter)  # the backlog, unless the end took it
         if self._emitter is not None:
             self._delivering_since = time.monotonic()
             try:

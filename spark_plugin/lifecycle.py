@@ -10,8 +10,10 @@ Start-up cost: :func:`instrument` runs on the driver's main thread before the ap
 after ``getOrCreate()``, so it imports and builds only what registering the listener needs. Everything from
 openlineage-python (~0.25 s of CPU under spark-submit, where ``importlib.metadata`` walks PySpark's zips) is
 imported earlier still under spark-submit, by the start-up hook's preload thread while the JVM creates the
-SparkContext (:func:`spark_plugin._startup.preload`); the facets and the emitter are made on the worker
-(:meth:`Application.warm_up`, which imports whatever the preload has not), queued before the listener is
+SparkContext (:func:`spark_plugin._startup.preload`); the facets are made on the worker, and the emitter is
+started on a thread of its own (:meth:`Application.warm_up`, which imports whatever the preload has not; building
+the emitter replays an earlier run's spool, seconds against a backend that is down, while the worker goes on
+making records into a backlog), queued before the listener is
 registered: registering makes the JVM build the session's state (one py4j call of ~0.2 s that the application's
 first DataFrame would otherwise pay), and the warm-up runs during that wait, when the main thread needs no GIL.
 Later, the same work would hold the GIL while the application's thread makes py4j calls (each reply waits for

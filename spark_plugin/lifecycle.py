@@ -121,8 +121,7 @@ class Application:
                              tick_interval=config.poll_interval_s or 1.0)
         self._emitter: Any = None
         self._emitter_tried = False  # its building has begun (it may be replaying an earlier run's spool)
-        self._emitter_settled = False  # ... and ended: None then means no usable transport
-        self._emitter_built = threading.Event()  # set when settled
+        self._emitter_built = threading.Event()  # ... and ended: then None means no usable transport
         self._building_since: float | None = None  # while it is being built (replaying over the network)
         self._sessions: list[Any] = []  # JVM sessions the listener is registered on
         self._streams: list[Any] = []  # streaming listeners registered (see spark_plugin.streaming)
@@ -503,7 +502,6 @@ class Application:
             try:
                 self._emitter = self.guard.call("emitter setup", self._new_emitter)
             finally:
-                self._emitter_settled = True
                 self._emitter_built.set()
 
         threading.Thread(target=build, name="lineage-capture-emitter", daemon=True).start()
@@ -590,7 +588,7 @@ class Application:
     def config_disabled(self) -> bool:
         """No usable transport: nothing would be delivered. Not while the emitter is still being built (stuck
         replaying an earlier run's spool to a backend that is down): this run's events then go to the spool."""
-        return self._emitter_settled and self._emitter is None
+        return self._emitter_built.is_set() and self._emitter is None
 
     def _close_emitter(self) -> None:
         self._build_emitter()  # (started by the warm-up, unless that failed)

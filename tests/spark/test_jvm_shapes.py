@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from test_runtime import kinds, run_captured
+from test_runtime import driver_env, kinds, run_captured, spool_file_records, spooled_events
 
 from ol_schema import assert_valid_event
 
@@ -581,19 +581,6 @@ FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 FAST_CONF = {"spark.driver.memory": "512m"}
 
 
-def script_env(hook_pythonpath: list[str], state: Path) -> dict[str, str]:
-    """The driver's environment: nothing of the caller's lineage settings, the plugin importable as installed,
-    its own state directory."""
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENLINEAGE", "PYSPARK_", "SPARK_"))}
-    venv_bin = Path(sys.executable).parent
-    env.update(PATH=f"{venv_bin}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(hook_pythonpath),
-               LINEAGE_CAPTURE_STATE_DIR=str(state), OPENLINEAGE_CONFIG=str(state / "none.yml"))
-    return env
-
-
 @contextmanager
 def backend_url(backend: str) -> Iterator[str]:
     """An http transport's URL: ``refusing`` (a closed port), or a real server answering that status to all."""
@@ -627,7 +614,7 @@ def script_events(request, tmp_path_factory, hook_pythonpath) -> dict[str, tuple
     def run(key: str, dump: bool = False) -> ScriptRun:
         script, _, backend = key.partition(":")
         root = base / key.replace(":", "@")
-        env = script_env(hook_pythonpath, root / "state")
+        env = driver_env(hook_pythonpath, root / "state")
         cds = "ArchiveClassesAtExit" if dump else "SharedArchiveFile" if archived.is_set() else None
         java = f"{FAST_JVM} -Xlog:cds=off,cds+dynamic=off" + (f" -XX:{cds}={archive}" if cds else "")
         try:
@@ -687,16 +674,6 @@ def test_their_scripts_leave_the_host_alone(script_events, script):
     assert host_problems(run) == []
 
 
-def _spool_records(state: Path, name: str) -> list[dict]:
-    """The records of every ``spool/**/<name>`` file under ``state`` (lines ``<crc32> <JSON>`` or bare JSON)."""
-    records = []
-    for path in sorted((state / "spool").rglob(name)):
-        for line in path.read_text().splitlines():
-            head, _, rest = line.partition(" ")
-            records.append(json.loads(rest if len(head) == 8 and not head.startswith("{") else line))
-    return records
-
-
 # the backend (backend_url), where the script's events are then kept: "spool" (to replay) or "dead-letters"
 FAILURE_CASES = [("refusing", "spool"), ("500", "spool"), ("400", "dead-letters")]
 
@@ -716,8 +693,8 @@ def test_their_failures_script(script_events, script, backend, kept_in):
     assert warnings and all(w != line for w, line in zip(warnings, our_lines(ran))), our_lines(ran)
     assert len({w[:40] for w in warnings}) == len(warnings), warnings
     state = Path(root) / "state"
-    kept = _spool_records(state, "events.jsonl") if kept_in == "spool" else [
-        record["event"] for record in _spool_records(state, "dead-letters.jsonl")]
+    kept = spooled_events(state) if kept_in == "spool" else [
+        record["event"] for record in spool_file_records(state, "dead-letters.jsonl")]
     sent = script_events[script][1].events  # the same script with a file transport
     assert len(sent) == 7  # the application, CREATE TABLE and INSERT (with its statistics' RUNNING)
     assert sorted(kinds(kept)) == sorted(kinds(sent))

@@ -71,15 +71,35 @@ def run_captured(spark: Any, workdir: str, action: Callable[[Any, str], None],
 
 def spooled_events(state_dir: Path) -> list[dict]:
     """The events waiting in the spool(s) under ``state_dir``, oldest first: one spool per destination
-    (``spool/<destination>/events.jsonl``) or one for all (``spool/events.jsonl``); lines are bare JSON or
-    ``<crc32> <JSON>`` records."""
-    events = []
-    for path in sorted((state_dir / "spool").rglob("events.jsonl")):
+    (``spool/<destination>/events.jsonl``) or one for all (``spool/events.jsonl``)."""
+    return spool_file_records(state_dir, "events.jsonl")
+
+
+def spool_file_records(state_dir: Path, name: str) -> list[dict]:
+    """The records of every ``spool/**/<name>`` file under ``state_dir`` (``events.jsonl``,
+    ``dead-letters.jsonl``), oldest first; lines are bare JSON or ``<crc32> <JSON>`` records."""
+    records = []
+    for path in sorted((state_dir / "spool").rglob(name)):
         for line in path.read_text().splitlines():
             if line.strip():
                 head, _, rest = line.partition(" ")
-                events.append(json.loads(rest if len(head) == 8 and not head.startswith("{") else line))
-    return events
+                records.append(json.loads(rest if len(head) == 8 and not head.startswith("{") else line))
+    return records
+
+
+def driver_env(pythonpath: list[str], state_dir: Path) -> dict[str, str]:
+    """The environment of a spark-submit driver under test: none of the caller's lineage or Spark settings,
+    this venv's spark-submit and Python, the plugin importable as installed (``pythonpath``: the
+    ``hook_pythonpath`` fixture), its own state directory and no OpenLineage config file."""
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENLINEAGE", "PYSPARK_", "SPARK_"))}
+    venv_bin = Path(sys.executable).parent
+    env.update(PATH=f"{venv_bin}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(pythonpath),
+               LINEAGE_CAPTURE_STATE_DIR=str(state_dir), OPENLINEAGE_CONFIG=str(state_dir / "none.yml"))
+    return env
 
 
 def kinds(events: list[dict]) -> list[tuple[str, str]]:

@@ -3,7 +3,6 @@ that knows nothing about lineage. The start-up hook (``lineage_capture.pth``) mu
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
@@ -11,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_runtime import spooled_events
+from test_runtime import driver_env, spooled_events
 
 from ol_schema import assert_valid_event, read_events
 
@@ -30,10 +29,7 @@ pytestmark = pytest.mark.skipif(not SPARK_SUBMIT.exists(), reason="spark-submit 
 
 def submit(workdir: str, ending: str | None, conf: dict[str, str], hook_pythonpath: list[str],
            state_dir: Path, app: Path = APP_FILE) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENLINEAGE", "PYSPARK_", "SPARK_"))}
-    env.update(PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(hook_pythonpath),
-               LINEAGE_CAPTURE_STATE_DIR=str(state_dir), OPENLINEAGE_CONFIG=str(state_dir / "none.yml"))
+    env = driver_env(hook_pythonpath, state_dir)
     command = [str(SPARK_SUBMIT), "--master", "local[1]", "--driver-memory", "512m",
                "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
                "--conf", "spark.sql.shuffle.partitions=1",

@@ -148,6 +148,14 @@ def workdir(tmp_path: Path) -> str:
 
 
 @pytest.fixture(scope="session")
+def class_archive(tmp_path_factory) -> Any:
+    """The session's ``test_runtime.ClassArchive`` of spark-submit driver classes."""
+    from test_runtime import ClassArchive
+
+    return ClassArchive(tmp_path_factory.mktemp("jvm") / "spark-classes.jsa")
+
+
+@pytest.fixture(scope="session")
 def hook_pythonpath(tmp_path_factory) -> list[str]:
     """PYTHONPATH entries that make a spark-submit driver run ``lineage_capture.pth`` as an installed package would.
 

@@ -17,7 +17,6 @@ import json
 import os
 import re
 import shutil
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -575,9 +574,7 @@ EXTRA_CHECKS: dict[str, Callable[[list[dict], list[str], str], list[str]]] = {
 SCRIPT_TESTS = ("test_their_scripts_match_their_expected_events", "test_their_scripts_send_in_their_order",
                 "test_their_scripts_extra_assertions", "test_their_scripts_leave_the_host_alone",
                 "test_debug_facet_parts", "test_their_failures_script")
-#: the driver JVM of test runs only, for speed (two run side by side): how the JVM compiles, collects and sizes its
-#: heap does not change events
-FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: the driver of test runs only, for speed (two run side by side): its heap size does not change events
 FAST_CONF = {"spark.driver.memory": "512m"}
 
 
@@ -594,7 +591,7 @@ def backend_url(backend: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def script_events(request, tmp_path_factory, hook_pythonpath) -> dict[str, tuple[str, ScriptRun]]:
+def script_events(request, tmp_path_factory, hook_pythonpath, class_archive) -> dict[str, tuple[str, ScriptRun]]:
     """Each run of their scripts the selected tests need, two at a time, each in its own container root:
     ``script`` with a file transport, ``script:backend`` with an http transport to that ``backend_url``."""
     from concurrent.futures import ThreadPoolExecutor
@@ -605,32 +602,22 @@ def script_events(request, tmp_path_factory, hook_pythonpath) -> dict[str, tuple
             params = item.callspec.params
             needed |= {params["script"], f"{params['script']}:{params['backend']}" if "backend" in params else ""}
     base = Path(os.path.realpath(tmp_path_factory.mktemp("their_scripts")))
-    # Speed: the first run dumps the classes its driver JVM loaded into an archive (AppCDS, JDK 13+), the runs
-    # started after it map them instead of loading and verifying them again: each run's JVM starts seconds
-    # sooner (13 s -> 7 s a run on the CI machine). Events do not change; a JVM that cannot use the archive
-    # ignores it. Its logging is off so that the runs' output stays Spark's and the scripts'.
-    archive, archived = base / "spark-classes.jsa", threading.Event()
 
-    def run(key: str, dump: bool = False) -> ScriptRun:
+    def run(key: str) -> ScriptRun:
         script, _, backend = key.partition(":")
         root = base / key.replace(":", "@")
         env = driver_env(hook_pythonpath, root / "state")
-        cds = "ArchiveClassesAtExit" if dump else "SharedArchiveFile" if archived.is_set() else None
-        java = f"{FAST_JVM} -Xlog:cds=off,cds+dynamic=off" + (f" -XX:{cds}={archive}" if cds else "")
-        try:
+        with class_archive.java_options() as java:
             if not backend:
                 return run_their_script(script, THEIRS, str(root), root / "work", env, FAST_CONF, java)
             with backend_url(backend) as url:
                 return run_their_script(script, THEIRS, str(root), root / "work", env, {
                     **FAST_CONF, "spark.openlineage.transport.type": "http", "spark.openlineage.transport.url": url},
                     java)
-        finally:
-            if dump and archive.exists():
-                archived.set()
 
     keys = sorted(needed - {""}, key=_slowest_first)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {key: pool.submit(run, key, dump=i == 0) for i, key in enumerate(keys)}
+        futures = {key: pool.submit(run, key) for key in keys}
         return {key: (str(base / key.replace(":", "@")), future.result()) for key, future in futures.items()}
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +102,34 @@ def driver_env(pythonpath: list[str], state_dir: Path) -> dict[str, str]:
                PYSPARK_DRIVER_PYTHON=sys.executable, PYTHONPATH=os.pathsep.join(pythonpath),
                LINEAGE_CAPTURE_STATE_DIR=str(state_dir), OPENLINEAGE_CONFIG=str(state_dir / "none.yml"))
     return env
+
+
+class ClassArchive:
+    """Speed for spark-submit tests (AppCDS, JDK 13+): the first driver JVM of the session dumps the classes it
+    loaded into an archive, the drivers started after that dump map them instead of loading and verifying them
+    again: each run's JVM starts seconds sooner (13 s -> 7 s a run on the CI machine). Events do not change; a JVM
+    that cannot use the archive ignores it. CDS logging is off: a run's output stays Spark's and the app's."""
+
+    #: C1-only JIT and serial GC: a short driver starts in half the time on a small machine; how the JVM compiles
+    #: and collects does not change events
+    FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._claimed = threading.Lock()  # taken for good by the run that dumps
+        self._ready = threading.Event()
+
+    @contextmanager
+    def java_options(self) -> Iterator[str]:
+        """The driver's ``--driver-java-options`` for one run (the dump, the archive, or neither while the dump
+        is still running)."""
+        dump = self._claimed.acquire(blocking=False)
+        cds = "ArchiveClassesAtExit" if dump else "SharedArchiveFile" if self._ready.is_set() else None
+        try:
+            yield f"{self.FAST_JVM} -Xlog:cds=off,cds+dynamic=off" + (f" -XX:{cds}={self.path}" if cds else "")
+        finally:
+            if dump and self.path.exists():
+                self._ready.set()
 
 
 def kinds(events: list[dict]) -> list[tuple[str, str]]:

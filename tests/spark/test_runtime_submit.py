@@ -10,13 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_runtime import driver_env, spooled_events
+from test_runtime import ClassArchive, driver_env, spooled_events
 
 from ol_schema import assert_valid_event, read_events
 
 VENV_BIN = Path(sys.executable).parent
 SPARK_SUBMIT = VENV_BIN / "spark-submit"
 APP_FILE = Path(__file__).parent / "apps" / "orders_app.py"
+SPY_APP = Path(__file__).parent / "apps" / "import_spy_app.py"
 APP = "orders_app"
 WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_orders"
 FAILED_WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_failed"
@@ -28,17 +29,16 @@ pytestmark = pytest.mark.skipif(not SPARK_SUBMIT.exists(), reason="spark-submit 
 
 
 def submit(workdir: str, ending: str | None, conf: dict[str, str], hook_pythonpath: list[str],
-           state_dir: Path, app: Path = APP_FILE) -> subprocess.CompletedProcess:
+           class_archive: ClassArchive, state_dir: Path, app: Path = APP_FILE) -> subprocess.CompletedProcess:
     env = driver_env(hook_pythonpath, state_dir)
-    command = [str(SPARK_SUBMIT), "--master", "local[1]", "--driver-memory", "512m",
-               "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
-               "--conf", "spark.sql.shuffle.partitions=1",
-               # C1-only JIT and serial GC halve a short driver's start-up on a small machine
-               "--driver-java-options", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"]
-    for key, value in conf.items():
-        command += ["--conf", f"{key}={value}"]
-    return subprocess.run([*command, str(app), workdir, *([ending] if ending else [])], env=env, capture_output=True,
-                          text=True, timeout=240, cwd=workdir)
+    with class_archive.java_options() as java:
+        command = [str(SPARK_SUBMIT), "--master", "local[1]", "--driver-memory", "512m",
+                   "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
+                   "--conf", "spark.sql.shuffle.partitions=1", "--driver-java-options", java]
+        for key, value in conf.items():
+            command += ["--conf", f"{key}={value}"]
+        return subprocess.run([*command, str(app), workdir, *([ending] if ending else [])], env=env,
+                              capture_output=True, text=True, timeout=240, cwd=workdir)
 
 
 def traceback_of(output: str) -> list[str]:
@@ -76,10 +76,11 @@ SCENARIOS = [
 
 
 @pytest.mark.parametrize("name,ending,conf,code,expected,error", SCENARIOS, ids=[s[0] for s in SCENARIOS])
-def test_spark_submit(workdir, hook_pythonpath, isolated_lineage_env, name, ending, conf, code, expected, error):
+def test_spark_submit(workdir, hook_pythonpath, class_archive, isolated_lineage_env, name, ending, conf, code,
+                      expected, error):
     events_file = Path(workdir) / "events.jsonl"
     result = submit(workdir, ending, {**conf, "spark.openlineage.transport.location": str(events_file)},
-                    hook_pythonpath, isolated_lineage_env)
+                    hook_pythonpath, class_archive, isolated_lineage_env)
     assert result.returncode == code, result.stderr[-3000:]
     assert "rows: 5" in result.stdout
     if name == "stop":  # a configured transport, known keys: the plugin prints nothing (item 7 of issue 12)
@@ -102,19 +103,20 @@ def test_spark_submit(workdir, hook_pythonpath, isolated_lineage_env, name, endi
         assert app_error["programmingLanguage"] == "PYTHON"
     if ending in ("action_fails", "raise"):
         # the application's own failure is untouched: same traceback as without the plugin
-        baseline = submit(workdir, ending, {}, hook_pythonpath, isolated_lineage_env)
+        baseline = submit(workdir, ending, {}, hook_pythonpath, class_archive, isolated_lineage_env)
         assert baseline.returncode == code
         assert list(isolated_lineage_env.iterdir()) == []  # not enabled: the hook stayed inert (no events)
         assert traceback_of(result.stdout) == traceback_of(baseline.stdout)
 
 
-def test_the_driver_main_thread_never_imports_openlineage_python(workdir, hook_pythonpath, isolated_lineage_env):
+def test_the_driver_main_thread_never_imports_openlineage_python(workdir, hook_pythonpath, class_archive,
+                                                                 isolated_lineage_env):
     """The hook instruments the session on the driver's main thread, before the application's next line: it
     imports nothing of openlineage-python there (0.25 s under spark-submit). The preload thread does, while the
     JVM creates the SparkContext (the main thread waits on py4j then), and the events are whole."""
     events_file = Path(workdir) / "events.jsonl"
     result = submit(workdir, None, {**ON, **FILE, "spark.openlineage.transport.location": str(events_file)},
-                    hook_pythonpath, isolated_lineage_env, app=Path(__file__).parent / "apps" / "import_spy_app.py")
+                    hook_pythonpath, class_archive, isolated_lineage_env, app=SPY_APP)
     assert result.returncode == 0, result.stdout[-3000:]
     assert json.loads((Path(workdir) / "importers.json").read_text()) == [["lineage-capture-preload", "getOrCreate"]]
     events = read_events(events_file)
@@ -126,11 +128,11 @@ def test_the_driver_main_thread_never_imports_openlineage_python(workdir, hook_p
         assert event["run"]["facets"]["processing_engine"]["name"] == "spark"
 
 
-def test_not_enabled_nothing_is_preloaded(workdir, hook_pythonpath, isolated_lineage_env):
+def test_not_enabled_nothing_is_preloaded(workdir, hook_pythonpath, class_archive, isolated_lineage_env):
     """Without ``spark.openlineage.python.enabled`` the context's creation starts no preload: openlineage-python is
     never imported, nothing is written."""
-    result = submit(workdir, None, {}, hook_pythonpath, isolated_lineage_env,
-                    app=Path(__file__).parent / "apps" / "import_spy_app.py")
+    result = submit(workdir, None, {}, hook_pythonpath, class_archive, isolated_lineage_env,
+                    app=SPY_APP)
     assert result.returncode == 0, result.stdout[-3000:]
     assert json.loads((Path(workdir) / "importers.json").read_text()) == []
     assert list(isolated_lineage_env.iterdir()) == []
@@ -145,7 +147,7 @@ def _hanging_backend() -> tuple[socket.socket, int]:
 
 
 @pytest.mark.parametrize("backend", ["refusing", "hanging"])
-def test_dead_backend_and_no_stop(workdir, hook_pythonpath, isolated_lineage_env, backend):
+def test_dead_backend_and_no_stop(workdir, hook_pythonpath, class_archive, isolated_lineage_env, backend):
     """http to a closed port (openlineage-python's retries: seconds per event) or to a server that never answers,
     app never stops Spark: exit 0, nothing printed, every event spooled at the interpreter's exit, quickly."""
     if backend == "refusing":
@@ -159,7 +161,7 @@ def test_dead_backend_and_no_stop(workdir, hook_pythonpath, isolated_lineage_env
         result = submit(workdir, "no_stop", {**ON, "spark.openlineage.transport.type": "http",
                                              "spark.openlineage.transport.url": f"http://127.0.0.1:{port}",
                                              "spark.openlineage.transport.timeoutInMillis": "20000"},
-                        hook_pythonpath, isolated_lineage_env)
+                        hook_pythonpath, class_archive, isolated_lineage_env)
     finally:
         if server is not None:
             server.close()
@@ -177,7 +179,7 @@ def test_dead_backend_and_no_stop(workdir, hook_pythonpath, isolated_lineage_env
 SLOW_WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_slow"
 
 
-def test_backend_down_for_several_runs(workdir, hook_pythonpath, isolated_lineage_env):
+def test_backend_down_for_several_runs(workdir, hook_pythonpath, class_archive, isolated_lineage_env):
     """A backend refusing connections for two runs in a row, with the execution poll on and the app stopping as
     its last write's end is being reported. The second run's emitter is still replaying the first run's spool
     (openlineage-python retrying the refused connection for seconds) when it stops: its events still go to the
@@ -189,7 +191,7 @@ def test_backend_down_for_several_runs(workdir, hook_pythonpath, isolated_lineag
     conf = {**ON, "spark.openlineage.python.pollIntervalSeconds": "0.2", "spark.openlineage.transport.type": "http",
             "spark.openlineage.transport.url": f"http://127.0.0.1:{port}"}
     for _ in range(2):
-        result = submit(workdir, "slow_write", conf, hook_pythonpath, isolated_lineage_env)
+        result = submit(workdir, "slow_write", conf, hook_pythonpath, class_archive, isolated_lineage_env)
         assert result.returncode == 0, result.stdout[-3000:]
         assert result.stdout.strip() == "rows: 5"
     spooled = spooled_events(isolated_lineage_env)

@@ -15,7 +15,11 @@ must be kept, holding
 - ``dead-letters.jsonl``: events the backend rejected permanently (a 4xx other than 408/429), each with the
   backend's status and answer, same record format; ``emitter replay --dead-letters`` lists, retries or
   discards them;
-- ``spool.lock``: a filelock (a Spark driver, a cron harvester and ``emitter replay`` may share one spool).
+- ``spool.lock``: a filelock held for every change to these files, never for longer than one read or write
+  (a Spark driver, a cron harvester and ``emitter replay`` may share one spool);
+- ``replay.lock``: a filelock held for a whole replay, so two processes never re-send the same events. A replay
+  waits on the backend for seconds when it is down: it does so without ``spool.lock``, so appends (an ending
+  application's last events) and dead letters (a replayed event refused for good) never wait for it.
 
 A spool that cannot be written (disk full, read-only, ``spool.dir`` under a regular file) raises
 :class:`SpoolError` from :meth:`Spool.append` with a one-line reason; a partial record is cut off again.
@@ -41,10 +45,15 @@ log = logging.getLogger(__name__)
 OFFSET_EVERY_SECONDS = 0.2
 #: Appended records are fsynced at least this often, and on :meth:`Spool.sync` (the emitter's flush/close).
 SYNC_EVERY_SECONDS = 0.5
+#: A replay reads at most about this many bytes of records at a time (under ``spool.lock``, released while it
+#: sends them): its memory stays bounded and an append never waits for a send.
+REPLAY_CHUNK_BYTES = 1 << 20
 #: The backend's answer kept with a dead letter is cut to this many characters.
 ANSWER_CHARS = 2000
 DESTINATION_FILE = "destination.json"
 DEAD_LETTERS_FILE = "dead-letters.jsonl"
+SPOOL_LOCK = "spool.lock"
+REPLAY_LOCK = "replay.lock"
 
 
 class SpoolError(Exception):
@@ -54,7 +63,8 @@ class SpoolError(Exception):
 
 
 class SpoolBusy(SpoolError):
-    """Another holder has the spool's lock (a replay waiting on the backend) and the caller would not wait."""
+    """Another holder kept the spool's lock longer than the caller would wait (a process stopped or stuck on its
+    disk in the middle of a write)."""
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -153,10 +163,10 @@ class Spool:
     # ---- locking and reading -------------------------------------------------------------------------
 
     @contextmanager
-    def _locked(self, create: bool, wait: bool = True) -> Iterator[bool]:
-        """Hold the spool's lock; yields False (without locking) when the directory does not exist and
-        ``create`` is false: there is nothing to read. Raises :class:`SpoolBusy` when the lock is held and
-        ``wait`` is false."""
+    def _locked(self, create: bool, timeout: float | None = None, name: str = SPOOL_LOCK) -> Iterator[bool]:
+        """Hold the lock file ``name``; yields False (without locking) when the directory does not exist and
+        ``create`` is false: there is nothing to read. Raises :class:`SpoolBusy` when the lock is still held
+        after ``timeout`` seconds (None: wait as long as it takes)."""
         if not create and not self.directory.is_dir():
             yield False
             return
@@ -166,11 +176,11 @@ class Spool:
             raise SpoolError(f"lineage spool {self.directory} cannot be created ({_reason(error)})") from None
         import filelock  # cross-platform (flock on POSIX, msvcrt on Windows); deferred: only spooling pays
 
-        lock = filelock.FileLock(self.directory / "spool.lock")
+        lock = filelock.FileLock(self.directory / name)
         try:
-            lock.acquire(timeout=-1 if wait else 0)
+            lock.acquire(timeout=-1 if timeout is None else timeout)
         except filelock.Timeout:  # (an OSError too: caught first)
-            raise SpoolBusy(f"lineage spool {self.directory} is locked by another writer or replay") from None
+            raise SpoolBusy(f"lineage spool {self.directory} is locked by another writer") from None
         except OSError as error:  # the lock file itself cannot be made: read-only or full
             raise SpoolError(f"lineage spool {self.directory} cannot be locked ({_reason(error)})") from None
         try:
@@ -207,12 +217,30 @@ class Spool:
         Raises :class:`SpoolError` when the spool cannot be written."""
         return self.append_many([event]) == 1
 
-    def append_many(self, events: Sequence[Mapping[str, Any]], wait: bool = True) -> int:
+    def append_many(self, events: Sequence[Mapping[str, Any]], timeout: float | None = None) -> int:
         """Append events in order with one lock and one write; returns how many were kept (the rest did not fit
         in ``max_bytes``: dropped, one warning). Raises :class:`SpoolError` (its ``kept`` says how many whole
-        records did reach the file) when the spool cannot be written, :class:`SpoolBusy` when its lock is held
-        and ``wait`` is false."""
-        return self._append_lines(self.events_path, [encode_record(e) for e in events], self.pending_bytes, wait)
+        records did reach the file) when the spool cannot be written, :class:`SpoolBusy` when its lock is
+        still held after ``timeout`` seconds (None: no limit)."""
+        return self._append_lines(self.events_path, [encode_record(e) for e in events], self.pending_bytes, timeout)
+
+    def append_unlocked(self, events: Sequence[Mapping[str, Any]]) -> int:
+        """Append events without the lock, each record with one ``O_APPEND`` write (whole for a reader), fsynced;
+        returns how many. The last resort of a process that is ending while another holds the lock far longer
+        than a write takes (stopped, or stuck on its disk mid-write): waiting could be forever. Only a replay
+        reading that very record in the microseconds its write takes could take it for a torn one. No size limit.
+        Raises OSError when the spool cannot be written."""
+        if not events:
+            return 0
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            for event in events:
+                os.write(fd, encode_record(event))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return len(events)
 
     def add_dead_letter(self, event: Mapping[str, Any], status: int, answer: str) -> bool:
         """Set aside an event the backend refused for good, with its answer (redacted, shortened).
@@ -230,8 +258,9 @@ class Spool:
 
         return self._append_lines(self.dead_letters_path, [encode_record(record)], used) == 1
 
-    def _append_lines(self, path: Path, lines: list[bytes], used: Callable[[], int], wait: bool = True) -> int:
-        with self._locked(create=True, wait=wait):
+    def _append_lines(self, path: Path, lines: list[bytes], used: Callable[[], int],
+                      timeout: float | None = None) -> int:
+        with self._locked(create=True, timeout=timeout):
             room, fitting = self.max_bytes - used(), 0
             for line in lines:
                 if len(line) > room:
@@ -312,23 +341,22 @@ class Spool:
         """Re-send spooled events oldest first, stopping at the first failure (order is kept).
 
         Returns (delivered, still pending bytes). ``send`` raises on a failure that should stop the replay; it
-        returns normally for a delivered event (and for one it set aside as a dead letter).
-        Raises :class:`SpoolError` when the replay's position cannot be written.
+        returns normally for a delivered event (and for one it set aside as a dead letter, which it may write
+        to this spool: ``send`` runs without ``spool.lock``). Events appended while the replay runs are re-sent
+        by it too, after the others. Raises :class:`SpoolError` when the replay's position cannot be written.
         """
         delivered = 0
-        with self._locked(create=False) as present:
+        with self._locked(create=False, name=REPLAY_LOCK) as present:  # one replay at a time, appends go on
             if not present:
                 return 0, 0
             offset = self._offset()
-            try:
-                f = open(self.events_path, "rb")
-            except FileNotFoundError:
-                return 0, 0
             saved_at = time.monotonic()
             try:
-                with f:
-                    f.seek(offset)
-                    for line in f:
+                while True:
+                    lines = self._read_or_finish(offset)
+                    if lines is None:
+                        return delivered, 0
+                    for line in lines:
                         event = decode_record(line)
                         if event is None:
                             if line.strip():
@@ -346,12 +374,34 @@ class Spool:
                         if time.monotonic() - saved_at > OFFSET_EVERY_SECONDS:
                             self._save_offset(offset)
                             saved_at = time.monotonic()
-                # Everything re-delivered: start afresh so the spool does not grow forever.
-                self.events_path.unlink(missing_ok=True)
-                self.offset_path.unlink(missing_ok=True)
             except OSError as error:
                 raise SpoolError(f"lineage spool {self.directory} cannot be updated ({_reason(error)})") from None
-        return delivered, 0
+
+    def _read_or_finish(self, offset: int) -> list[bytes] | None:
+        """Under ``spool.lock``: the records from ``offset`` on (about :data:`REPLAY_CHUNK_BYTES`; the last may be
+        torn: every append writes whole records under this lock, so a missing newline is a crash's), or, when
+        there are none left, the spool emptied (it starts afresh, so it does not grow forever) and None. Both
+        under the lock: no append can land between the last read and the removal."""
+        with self._locked(create=False) as present:
+            if not present:
+                return None
+            lines: list[bytes] = []
+            try:
+                with open(self.events_path, "rb") as f:
+                    f.seek(offset)
+                    size = 0
+                    for line in f:
+                        lines.append(line)
+                        size += len(line)
+                        if size >= REPLAY_CHUNK_BYTES:
+                            break
+            except FileNotFoundError:
+                pass
+            if not lines:
+                self.events_path.unlink(missing_ok=True)
+                self.offset_path.unlink(missing_ok=True)
+                return None
+            return lines
 
     def _save_offset(self, offset: int) -> None:
         write_atomically(self.offset_path, str(offset).encode())

@@ -6,15 +6,18 @@ emitter. It appends them to the emitter's own spool (``Spool.append``: same form
 the way every delivered event is built (the emitter's ``event_dict``: redacted), so ``lineage-capture replay`` or the
 next run delivers them.
 
-A worker stuck in a spool *replay* (the emitter replays an earlier run's spool when it is built) holds the
-spool's lock for as long as the backend keeps it waiting. The events are then appended without the lock, at once
-(one ``O_APPEND`` write per record, which a concurrent reader sees whole).
+A worker stuck in a spool *replay* (the emitter replays an earlier run's spool when it is built) does not hold
+the spool's lock while the backend keeps it waiting: the append takes it at once. Only when another process keeps
+it longer than :data:`LOCK_WAIT_S` (stopped, or stuck on its disk mid-write) are the events appended without it
+(``Spool.append_unlocked``): the process is ending, and waiting could be forever.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import Any
+
+#: How long the end waits for the spool's lock (every holder keeps it for one read or write: milliseconds).
+LOCK_WAIT_S = 0.1
 
 
 def make_spool(emitter_config: Any) -> Any:
@@ -42,10 +45,10 @@ def spool_records(spool: Any, records: Iterable[Any], built: Iterable[dict[str, 
     if not events:
         return 0, dropped
     try:
-        kept = spool.append_many(events, wait=False)  # one write, under the lock when nobody holds it
-    except SpoolBusy:  # a replay stalled on the backend holds it (this run's or another process's): no waiting
+        kept = spool.append_many(events, timeout=LOCK_WAIT_S)  # one write, under the lock
+    except SpoolBusy:  # held far longer than any write takes: not waiting on it at the process's end
         try:
-            return _append_unlocked(spool, events), dropped
+            return spool.append_unlocked(events), dropped
         except OSError:  # unwritable: counted, reported by the caller
             return 0, dropped + len(events)
     except SpoolError as error:
@@ -56,18 +59,3 @@ def spool_records(spool: Any, records: Iterable[Any], built: Iterable[dict[str, 
         pass
     return kept, dropped + len(events) - kept
 
-
-def _append_unlocked(spool: Any, events: list[dict[str, Any]]) -> int:
-    from emitter.spool import encode_record
-
-    if not events:
-        return 0
-    spool.directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(spool.events_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        for event in events:
-            os.write(fd, encode_record(event))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return len(events)

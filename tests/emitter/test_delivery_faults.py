@@ -362,26 +362,98 @@ def test_a_torn_record_never_merges_with_the_next(tmp_path, tail, replayed, corr
     assert [e.get("n") for e in sent] == replayed and spool.corrupt == corrupt
 
 
-def test_an_append_that_will_not_wait_for_a_held_lock(tmp_path):
-    """``append_many(wait=False)`` while a replay (another Spool of the same directory, as the plugin's end has
-    beside its emitter's) holds the lock: SpoolBusy at once, nothing written; once the lock is free it appends."""
+def numbers(spool: Spool) -> list[int]:
+    return [decode_record(line)["n"] for line in spool.events_path.read_bytes().splitlines(keepends=True)]
+
+
+@pytest.mark.parametrize("backend_up, sent, left", [
+    (False, [], [1, 2]),  # the replay stops at the refused first event; the append waited for nothing
+    (True, [1, 2, 3], None),  # the replay re-sends what came in while it ran, then empties the spool
+])
+def test_appends_and_dead_letters_go_on_while_a_replay_sends(tmp_path, backend_up, sent, left):
+    """While a replay sends (for seconds against a backend that is down), another Spool of the same directory
+    (the plugin's end has one beside its emitter's) appends at once, and the replay's own send can set a dead
+    letter aside. No append lands after a finished replay's last read: the spool is emptied under the lock."""
     destination = {"type": "http", "url": "http://x"}
     spool, other = Spool(tmp_path / "spool", 1 << 20, destination), Spool(tmp_path / "spool", 1 << 20, destination)
     spool.append({**EVENT, "n": 1})
-    during: list[object] = []
+    received: list[int] = []
 
-    def send(event: dict) -> None:  # the replay's send, with the lock held
+    def send(event: dict) -> None:
+        if event["n"] == 1:
+            began = time.monotonic()
+            assert other.append_many([{**EVENT, "n": 2}], timeout=0) == 1
+            assert time.monotonic() - began < 0.5
+            assert spool.add_dead_letter({**EVENT, "n": 9}, 400, "no")
+        if not backend_up:
+            raise ConnectionRefusedError
+        if event["n"] == 2:
+            other.append({**EVENT, "n": 3})
+        received.append(event["n"])
+
+    delivered, pending = spool.replay(send)
+    assert (delivered, received) == (len(sent), sent)
+    assert [d["event"]["n"] for d in spool.dead_letters()] == [9]
+    if left is None:
+        assert pending == 0 and not spool.events_path.exists() and not spool.offset_path.exists()
+    else:
+        assert pending == spool.pending_bytes() > 0 and numbers(spool) == left
+
+
+def test_the_end_does_not_wait_for_a_lock_held_mid_write(tmp_path):
+    """A process stopped (or stuck on its disk) while holding the spool's lock: an ending application's events
+    are appended without it within a tenth of a second, whole, after what was there."""
+    import threading
+
+    import filelock
+
+    from spark_plugin.exit_spool import LOCK_WAIT_S, spool_records
+
+    spool = Spool(tmp_path / "spool", 1 << 20, {"type": "http", "url": "http://x"})
+    spool.append({**EVENT, "n": 1})
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:  # another thread: filelock tells a second instance in one thread from a deadlock
+        with filelock.FileLock(spool.directory / "spool.lock"):
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    held.wait(10)
+    try:
         began = time.monotonic()
-        try:
-            other.append_many([{**EVENT, "n": 2}], wait=False)
-        except SpoolBusy as busy:
-            during.append((type(busy), time.monotonic() - began < 0.5))
-        raise ConnectionRefusedError  # the backend is down: the replay stops, the event stays
+        assert spool_records(spool, [], built=[{**EVENT, "n": 2}, {**EVENT, "n": 3}]) == (2, 0)
+        assert time.monotonic() - began < LOCK_WAIT_S + 0.4
+        with pytest.raises(SpoolBusy):
+            spool.append_many([{**EVENT, "n": 4}], timeout=0)
+    finally:
+        release.set()
+        thread.join()
+    assert numbers(spool) == [1, 2, 3]
 
-    assert spool.replay(send) == (0, spool.pending_bytes())
-    assert during == [(SpoolBusy, True)]
-    assert other.append_many([{**EVENT, "n": 3}], wait=False) == 1
-    assert [decode_record(line)["n"] for line in spool.events_path.read_bytes().splitlines(keepends=True)] == [1, 3]
+
+@pytest.mark.parametrize("replayer", ["lineage-capture replay", "the next run's emitter"])
+def test_a_spooled_event_refused_for_good_is_set_aside_and_the_rest_delivered(replayer):
+    """Events spooled while the backend was down; it comes back and refuses one of them for good (422): that one
+    is set aside as a dead letter during the replay, the others arrive once, in order, and the spool is empty."""
+    port = free_port()
+    settings = conf(f"http://127.0.0.1:{port}")
+    emitter = Emitter.from_config(settings)
+    emitter.emit_batch(tree_records())
+    assert emitter.close().spooled == 12
+    with Backend(port, reject=lambda e: (e["run"]["runId"], e["eventType"]) == REJECTED) as backend:
+        if replayer == "lineage-capture replay":
+            assert replay_main(argv_of(settings)) == 3  # delivered, one dead letter: said
+        else:
+            later = Emitter.from_config(settings)
+            counts = later.close()
+            assert (counts.replayed, counts.dead_lettered, counts.dropped) == (11, 1, 0)
+    assert keys(backend.events) == [k for k in keys([{"run": {"runId": r.run_id}, "eventType": r.event_type}
+                                                     for r in emitter_order()]) if k != REJECTED]
+    (letter,) = emitter.spool.dead_letters()
+    assert (letter["status"], keys([letter["event"]])) == (422, [REJECTED])
+    assert emitter.spool.pending_bytes() == 0 and not emitter.spool.events_path.exists()
 
 
 def test_spool_dir_under_a_regular_file(tmp_path, caplog):

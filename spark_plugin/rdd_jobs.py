@@ -121,6 +121,27 @@ def _wrap(original: Any, describe: Any, context_of: Any) -> Any:
     return action
 
 
+def _context_proxies(sc: Any) -> tuple[Any, Any, Any]:
+    """(listener bus, status store, ``RDDOperationGraph`` class) of ``sc``'s SparkContext, their proxies kept: the
+    worker reads them for every RDD action and reader call, and each new proxy costs a py4j call to make and one
+    more (py4j's garbage collection thread) to release."""
+    cached = _state.get("context_proxies")
+    if cached is None or cached[0] is not sc:
+        jsc = sc._jsc.sc()
+        cached = _state["context_proxies"] = (sc, jsc.listenerBus(), jsc.statusStore(),
+                                              sc._jvm.org.apache.spark.ui.scope.RDDOperationGraph)
+    return cached[1], cached[2], cached[3]
+
+
+def _wait_for_listener_bus(sc: Any) -> None:
+    """Let Spark's listener bus deliver what is queued (the status store learns of jobs and stages from it), for at
+    most 2 s: a busy bus leaves what the store holds already."""
+    try:
+        _context_proxies(sc)[0].waitUntilEmpty(2000)
+    except Exception:  # noqa: BLE001 - a busy bus: what the store holds is used
+        pass
+
+
 def _next_job_id(sc: Any) -> int:
     """The id the next Spark job will get (``DAGScheduler.nextJobId``: an AtomicInteger in Spark 3.5, its value
     in Spark 4). The scheduler's proxy is kept: one py4j call (two on 3.5) on an application's thread."""
@@ -189,12 +210,8 @@ def job_name(action: RddAction) -> str:
 def job_statistics(sc: Any, first_job: int, last_job: int) -> dict[str, int]:
     """Records and bytes read and written by the Spark jobs [first_job, last_job), from the status store's
     stage data (Spark updates it from its listener bus: waited for, briefly)."""
-    jsc = sc._jsc.sc()
-    try:
-        jsc.listenerBus().waitUntilEmpty(2000)
-    except Exception:  # noqa: BLE001 - a busy bus: the statistics may be partial, the events still go out
-        pass
-    store = jsc.statusStore()
+    _wait_for_listener_bus(sc)  # a busy bus: the statistics may be partial, the events still go out
+    store = _context_proxies(sc)[1]
     totals = {"inputRecords": 0, "inputBytes": 0, "outputRecords": 0, "outputBytes": 0}
     for job_id in range(first_job, last_job):
         try:
@@ -305,17 +322,12 @@ def reader_job_runs(sc: Any, sql_store: Any, item: ReaderJobs) -> list[tuple[str
     nothing when the DataFrame reads no file (the JVM finds no input then)."""
     from emitter import naming
 
-    jsc = sc._jsc.sc()
-    try:
-        jsc.listenerBus().waitUntilEmpty(2000)  # the status stores learn of the jobs from the listener bus
-    except Exception:  # noqa: BLE001 - a busy bus: what the stores hold is used
-        pass
+    _wait_for_listener_bus(sc)  # the status stores learn of the jobs from the listener bus
     directories = dict.fromkeys(path.rstrip("/").rsplit("/", 1)[0] for path in _files(item.df))
     if not directories:
         return []
     in_sql = _sql_job_ids(sql_store, item.executions)
-    store = jsc.statusStore()
-    graph_class = sc._jvm.org.apache.spark.ui.scope.RDDOperationGraph
+    _, store, graph_class = _context_proxies(sc)
     runs = []
     for job_id in range(item.first_job, item.last_job):
         if job_id in in_sql:
@@ -323,10 +335,7 @@ def reader_job_runs(sc: Any, sql_store: Any, item: ReaderJobs) -> list[tuple[str
         name = _graph_job_name(store, graph_class, job_id)
         if name is None:
             continue
-        submitted = store.job(job_id).submissionTime()
-        when = datetime.fromtimestamp(submitted.get().getTime() / 1000.0, tz=timezone.utc) \
-            if submitted.isDefined() else item.start
-        runs.append((naming.normalize_name(name), when, list(directories)))
+        runs.append((naming.normalize_name(name), _submitted(store, job_id) or item.start, list(directories)))
     return runs
 
 
@@ -338,10 +347,13 @@ def _files(df: Any) -> list[str]:
     relation. ``Dataset.inputFiles()`` would optimize the plan first, which on an application's first read is
     ~0.2 s of JVM CPU (the optimizer's first run) taken from the application; other plans still go through it."""
     plan = df._jdf.queryExecution().analyzed()
-    relation = plan.relation() if plan.getClass().getSimpleName() == "LogicalRelation" else None
-    if relation is not None and relation.getClass().getSimpleName() == "HadoopFsRelation":
-        files = relation.inputFiles()
-    else:
+    files = None
+    if plan.nodeName() == "LogicalRelation":
+        try:
+            files = plan.relation().inputFiles()  # a FileRelation's (HadoopFsRelation...): no class name to ask
+        except Exception:  # noqa: BLE001 - a relation of another kind has no files of its own
+            files = None
+    if files is None:
         files = df._jdf.inputFiles()
     return [str(files[i]) for i in range(min(len(files), MAX_FILES))]
 
@@ -367,6 +379,18 @@ def _sql_job_ids(sql_store: Any, before: int) -> set[int]:
 #: the id; the whole label is Java-escaped) and ``4->5;``.
 _DOT_NODE = re.compile(r'^\s*(\d+) \[.*?label="(.*) \[\1\](?: \[[^\]<]*\])*<br>', re.MULTILINE)
 _DOT_EDGE = re.compile(r"^\s*(\d+)->(\d+);", re.MULTILINE)
+#: An edge of a stage's ``incomingEdges`` (shuffle dependencies) as the Scala sequence's text writes it: the case
+#: class ``RDDOperationEdge(fromId, toId)``.
+_EDGE_TEXT = re.compile(r"RDDOperationEdge\((\d+),\s*(\d+)\)")
+
+
+def _submitted(store: Any, job_id: int) -> datetime | None:
+    """When the job was submitted (``JobData.submissionTime``, an ``Option[Date]``), or None when unknown."""
+    try:
+        millis = store.job(job_id).submissionTime().get().getTime()  # None.get raises: rare, and one call fewer
+    except Exception:  # noqa: BLE001 - no time, or a job the store no longer keeps
+        return None
+    return datetime.fromtimestamp(millis / 1000.0, tz=timezone.utc)
 
 
 def _graph_job_name(store: Any, graph_class: Any, job_id: int) -> str | None:
@@ -376,9 +400,9 @@ def _graph_job_name(store: Any, graph_class: Any, job_id: int) -> str | None:
     names: dict[int, str] = {}
     parents: dict[int, list[int]] = {}
     last_stage: list[int] = []
-    graphs = store.operationGraphForJob(job_id).iterator()
-    while graphs.hasNext():
-        graph = graphs.next()
+    graphs = store.operationGraphForJob(job_id)
+    for index in range(graphs.size()):  # size and apply: two calls for a one-stage job, an iterator's four
+        graph = graphs.apply(index)
         dot = str(graph_class.makeDotFile(graph))
         last_stage = []
         for node, label in _DOT_NODE.findall(dot):
@@ -386,10 +410,8 @@ def _graph_job_name(store: Any, graph_class: Any, job_id: int) -> str | None:
             last_stage.append(int(node))
         for source, target in _DOT_EDGE.findall(dot):
             parents.setdefault(int(target), []).append(int(source))
-        incoming = graph.incomingEdges().iterator()
-        while incoming.hasNext():
-            edge = incoming.next()
-            parents.setdefault(int(edge.toId()), []).append(int(edge.fromId()))
+        for source, target in _EDGE_TEXT.findall(str(graph.incomingEdges())):  # one call, however many
+            parents.setdefault(int(target), []).append(int(source))
     if not last_stage:
         return None
     return _node_name(max(last_stage), names, parents, [200])

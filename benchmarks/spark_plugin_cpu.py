@@ -1,5 +1,5 @@
-"""Where the PySpark plugin's cost goes: the CPU its own threads spend, by part, in the ETL application of
-``spark_overhead.py`` under ``spark-submit`` (plugin on, file transport).
+"""Where the PySpark plugin's cost goes: the CPU its own threads spend, by part, in the ETL (or wide) application
+of ``spark_overhead.py`` under ``spark-submit`` (plugin on, file transport).
 
 Whole-process wall times on this VM move by a second from run to run, far more than the plugin costs; thread CPU
 clocks do not. The probe application wraps the plugin's entry points before its first line touches Spark (the
@@ -14,7 +14,7 @@ plugin itself is unchanged) and reads, per part:
 - ``stop``: the ``spark.stop()`` hook (the last actions' events delivered before the context stops): wall;
 - the driver's whole Python process, plugin on against off (interleaved runs).
 
-    .venv/bin/python benchmarks/spark_plugin_cpu.py [--reps 5] [--variant on|down]
+    .venv/bin/python benchmarks/spark_plugin_cpu.py [--reps 5] [--variant on|down] [--app etl|wide]
 """
 from __future__ import annotations
 
@@ -30,13 +30,13 @@ import spark_overhead  # noqa: E402 - the same applications, data and spark-subm
 
 PROBE = r'''
 import atexit, json, os, sys, threading, time
-parts = {}
+bench_parts = {}  # not `parts`: the probe shares the application's globals (wide has a `parts`)
 
 def report():
     times = os.times()
-    parts["process_python_cpu"] = times.user + times.system
+    bench_parts["process_python_cpu"] = times.user + times.system
     with open(os.environ["BENCH_PARTS"], "w") as f:
-        json.dump(parts, f)
+        json.dump(bench_parts, f)
 
 atexit.register(report)  # registered first: runs after the plugin's own exit hook
 if os.environ.get("BENCH_PLUGIN") == "on":
@@ -59,9 +59,9 @@ if os.environ.get("BENCH_PLUGIN") == "on":
             try:
                 return instrument(*args, **kwargs)
             finally:
-                parts["instrument_jvm_cpu"] = jvm_cpu() - jvm
-                parts["instrument_python_cpu"] = time.thread_time() - cpu
-                parts["instrument_wall"] = time.perf_counter() - wall
+                bench_parts["instrument_jvm_cpu"] = jvm_cpu() - jvm
+                bench_parts["instrument_python_cpu"] = time.thread_time() - cpu
+                bench_parts["instrument_wall"] = time.perf_counter() - wall
         lifecycle.instrument = timed_instrument
 
         run = worker.Worker._run
@@ -70,8 +70,8 @@ if os.environ.get("BENCH_PLUGIN") == "on":
             try:
                 run(self)
             finally:
-                parts["worker_jvm_cpu"] = jvm_cpu() - jvm
-                parts["worker_python_cpu"] = time.thread_time()
+                bench_parts["worker_jvm_cpu"] = jvm_cpu() - jvm
+                bench_parts["worker_python_cpu"] = time.thread_time()
         worker.Worker._run = timed_run
 
         on_stop = lifecycle.Application.on_stop
@@ -80,7 +80,7 @@ if os.environ.get("BENCH_PLUGIN") == "on":
             try:
                 on_stop(self)
             finally:
-                parts["stop_wall"] = time.perf_counter() - wall
+                bench_parts["stop_wall"] = time.perf_counter() - wall
         lifecycle.Application.on_stop = timed_on_stop
 
     preload = startup.preload
@@ -89,7 +89,7 @@ if os.environ.get("BENCH_PLUGIN") == "on":
             patch()
             preload()
         finally:
-            parts["preload_python_cpu"] = time.thread_time()
+            bench_parts["preload_python_cpu"] = time.thread_time()
     startup.preload = timed_preload
 
 exec(compile(open(os.environ["BENCH_APP"]).read(), os.environ["BENCH_APP"], "exec"))
@@ -109,6 +109,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5, help="interleaved off/on runs")
     parser.add_argument("--variant", choices=["on", "down"], default="on",
                         help="on: file transport; down: an http transport to a closed port (one spool for all runs)")
+    parser.add_argument("--app", choices=["etl", "wide"], default="etl",
+                        help="etl: a join and an aggregate of two inputs; wide: a union of --wide-inputs reads")
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--wide-inputs", type=int, default=150)
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark_overhead_data")
@@ -120,15 +122,16 @@ def main() -> None:
     app, probe, state, out = work / "app.py", work / "probe.py", work / "state", work / "out"
     probe.write_text(PROBE)
     runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
+    app_args = [args.app, str(args.data_dir), str(out)] + ([str(args.wide_inputs)] if args.app == "wide" else [])
     for rep in range(args.reps + 1):  # the first pair warms the file system caches
         for plugin in (("off", "on") if rep % 2 == 0 else ("on", "off")):
             parts_file = work / "parts.json"
             env = {"BENCH_PARTS": str(parts_file), "BENCH_APP": str(app), "BENCH_PLUGIN": plugin}
-            spark_overhead.submit(probe, ["etl", str(args.data_dir), str(out)], on if plugin == "on" else {}, state,
+            spark_overhead.submit(probe, app_args, on if plugin == "on" else {}, state,
                                   env)
             if rep:
                 runs[plugin].append(json.loads(parts_file.read_text()))
-    print(f"ETL application, {args.variant}, {args.reps} runs each (median, min-max):")
+    print(f"{args.app} application, {args.variant}, {args.reps} runs each (median, min-max):")
     for key, label in ROWS:
         values = [r[key] for r in runs["on"] if key in r]
         if values:

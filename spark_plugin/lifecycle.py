@@ -455,10 +455,10 @@ class Application:
             self._unsent = collections.deque([*self._backlog, *records])
             self._backlog.clear()
             self._unsent_for = item
-        emitter = self._emitter
-        if emitter is None:
-            self._unsent.clear()
-            return
+            emitter = self._emitter
+            if emitter is None:  # no usable transport (already warned): nothing to hand over, nothing to spool
+                self._unsent.clear()
+                return
         while True:
             with self._handoff:
                 if self._spooling or not self._unsent:

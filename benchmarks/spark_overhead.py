@@ -62,6 +62,10 @@ kind, data, out = sys.argv[1], sys.argv[2], sys.argv[3]
 spark = SparkSession.builder.appName(f"overhead {kind}").getOrCreate()
 marks.append(("session", time.time()))
 spark.sparkContext.setLogLevel("ERROR")
+if os.environ.get("BENCH_IMPORT_ONLY"):  # spark_phases --variant imports: what the plugin imports, no plugin
+    import importlib, spark_plugin._startup as startup
+    for module in startup.PRELOAD:
+        importlib.import_module(module)
 timings_file = os.environ.get("BENCH_TIMINGS")
 if timings_file:  # the benchmark's probe: the listener callback's own times, read before the app ends
     import spark_plugin.lifecycle as lifecycle

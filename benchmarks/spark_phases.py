@@ -7,9 +7,12 @@ Phases: ``start`` (spark-submit's launch to the script's first line), ``import``
 the CPU of the whole process tree. Whole-process noise on this VM is seconds per pair; the phases show which part
 of a difference is the plugin's (``session`` and ``reads`` trade the session state's build between them).
 
-    .venv/bin/python benchmarks/spark_phases.py [--reps 10] [--variant on|down]
+    .venv/bin/python benchmarks/spark_phases.py [--reps 10] [--variant on|down|imports]
 
-``on`` is the file transport; ``down`` an http transport to a closed port (one port, so one spool, for the run).
+``on`` is the file transport; ``down`` an http transport to a closed port (one port, so one spool, for the run);
+``imports`` is no plugin at all, the application importing what the plugin's start-up imports (openlineage-python,
+the emitter, the plan reader) once its session is made: what those modules alone cost, e.g. the interpreter's
+longer teardown at ``exit``.
 """
 from __future__ import annotations
 
@@ -26,12 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import spark_overhead  # noqa: E402 - the same data, spark-submit command and plugin-on conf
 
 
-def phases(app: Path, args: list[str], conf: dict[str, str], work: Path) -> dict[str, float]:
+def phases(app: Path, args: list[str], conf: dict[str, str], work: Path, env: dict[str, str] | None = None
+           ) -> dict[str, float]:
     """Seconds of each phase of one run, and the CPU of its process tree."""
     marks_file = work / "marks.json"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     launched = time.time()
-    spark_overhead.submit(app, args, conf, work / "state", {"BENCH_MARKS": str(marks_file)})
+    spark_overhead.submit(app, args, conf, work / "state", {"BENCH_MARKS": str(marks_file), **(env or {})})
     ended = time.time()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     points = [("launch", launched), *[tuple(mark) for mark in json.loads(marks_file.read_text())], ("exit", ended)]
@@ -44,13 +48,16 @@ def phases(app: Path, args: list[str], conf: dict[str, str], work: Path) -> dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=10, help="interleaved off/on pairs")
-    parser.add_argument("--variant", choices=["on", "down"], default="on")
+    parser.add_argument("--variant", choices=["on", "down", "imports"], default="on")
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark_overhead_data")
     args = parser.parse_args()
     work, conf = spark_overhead.prepare("spark_phases_", args.data_dir, args.rows, 150)
     if args.variant == "down":
         conf = spark_overhead.http_conf(conf, f"http://127.0.0.1:{spark_overhead.closed_port()}")
+    env = {}
+    if args.variant == "imports":
+        conf, env = {}, {"BENCH_IMPORT_ONLY": "1"}
     app = work / "app.py"
     app_args = ["etl", str(args.data_dir), str(work / "out")]
     for warm_up in ({}, conf):  # file system caches
@@ -58,7 +65,7 @@ def main() -> None:
     runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
     for rep in range(args.reps):
         for plugin in ((False, True) if rep % 2 == 0 else (True, False)):
-            runs[plugin].append(phases(app, app_args, conf if plugin else {}, work))
+            runs[plugin].append(phases(app, app_args, conf if plugin else {}, work, env if plugin else None))
         print(f"    rep {rep + 1}: " + "  ".join(f"{name} {runs[True][-1][name] - runs[False][-1][name]:+.2f}"
                                                  for name in runs[True][-1]), flush=True)
     print(f"\n{'phase':8s} {'off (median)':>12s} {'on (median)':>12s} {'added (mean of pairs)':>22s}")

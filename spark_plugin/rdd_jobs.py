@@ -121,16 +121,25 @@ def _wrap(original: Any, describe: Any, context_of: Any) -> Any:
     return action
 
 
-def _context_proxies(sc: Any) -> tuple[Any, Any, Any]:
-    """(listener bus, status store, ``RDDOperationGraph`` class) of ``sc``'s SparkContext, their proxies kept: the
-    worker reads them for every RDD action and reader call, and each new proxy costs a py4j call to make and one
-    more (py4j's garbage collection thread) to release."""
-    cached = _state.get("context_proxies")
+def _kept(key: str, sc: Any, make: Any) -> Any:
+    """``make(sc)``, made once per SparkContext and kept under ``key`` (until another context asks): each new py4j
+    proxy costs a call to make and one more (py4j's garbage collection thread) to release."""
+    cached = _state.get(key)
     if cached is None or cached[0] is not sc:
-        jsc = sc._jsc.sc()
-        cached = _state["context_proxies"] = (sc, jsc.listenerBus(), jsc.statusStore(),
-                                              sc._jvm.org.apache.spark.ui.scope.RDDOperationGraph)
-    return cached[1], cached[2], cached[3]
+        cached = _state[key] = (sc, make(sc))
+    return cached[1]
+
+
+def _make_context_proxies(sc: Any) -> tuple[Any, Any, Any]:
+    jsc = sc._jsc.sc()
+    return jsc.listenerBus(), jsc.statusStore(), sc._jvm.org.apache.spark.ui.scope.RDDOperationGraph
+
+
+def _context_proxies(sc: Any) -> tuple[Any, Any, Any]:
+    """(listener bus, status store, ``RDDOperationGraph`` class) of ``sc``'s SparkContext, kept: the worker reads
+    them for every RDD action and reader call. Kept apart from :func:`_next_job_id`'s scheduler, which the
+    application's threads ask for: these are made on the worker only."""
+    return _kept("context_proxies", sc, _make_context_proxies)
 
 
 def _wait_for_listener_bus(sc: Any) -> None:
@@ -145,10 +154,7 @@ def _wait_for_listener_bus(sc: Any) -> None:
 def _next_job_id(sc: Any) -> int:
     """The id the next Spark job will get (``DAGScheduler.nextJobId``: an AtomicInteger in Spark 3.5, its value
     in Spark 4). The scheduler's proxy is kept: one py4j call (two on 3.5) on an application's thread."""
-    cached = _state.get("scheduler")
-    if cached is None or cached[0] is not sc:
-        cached = _state["scheduler"] = (sc, sc._jsc.sc().dagScheduler())
-    value = cached[1].nextJobId()
+    value = _kept("scheduler", sc, lambda sc: sc._jsc.sc().dagScheduler()).nextJobId()
     return int(value if isinstance(value, int) else value.get())
 
 
@@ -351,8 +357,8 @@ def _files(df: Any) -> list[str]:
     if plan.nodeName() == "LogicalRelation":
         try:
             files = plan.relation().inputFiles()  # a FileRelation's (HadoopFsRelation...): no class name to ask
-        except Exception:  # noqa: BLE001 - a relation of another kind has no files of its own
-            files = None
+        except Exception:  # noqa: BLE001, S110 - a relation of another kind has no files of its own
+            pass
     if files is None:
         files = df._jdf.inputFiles()
     return [str(files[i]) for i in range(min(len(files), MAX_FILES))]

@@ -10,9 +10,10 @@ of a difference is the plugin's (``session`` and ``reads`` trade the session sta
     .venv/bin/python benchmarks/spark_phases.py [--reps 10] [--variant on|down|imports]
 
 ``on`` is the file transport; ``down`` an http transport to a closed port (one port, so one spool, for the run);
-``imports`` is no plugin at all, the application importing what the plugin's start-up imports (openlineage-python,
-the emitter, the plan reader) once its session is made: what those modules alone cost, e.g. the interpreter's
-longer teardown at ``exit``.
+``imports`` is no plugin at all, the application running the plugin's preload itself (``_startup.preload``: what the
+start-up hook imports, openlineage-python, the emitter, the plan reader) on a thread started just before its
+``getOrCreate()``, as the hook starts it while the JVM creates the context: what those imports alone cost, e.g. the
+context's slower creation (``session``) and the interpreter's longer teardown at ``exit``.
 """
 from __future__ import annotations
 

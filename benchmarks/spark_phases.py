@@ -61,8 +61,8 @@ def main() -> None:
         conf, env = {}, {"BENCH_IMPORT_ONLY": "1"}
     app = work / "app.py"
     app_args = ["etl", str(args.data_dir), str(work / "out")]
-    for warm_up in ({}, conf):  # file system caches
-        phases(app, app_args, warm_up, work)
+    for warm_conf, warm_env in (({}, None), (conf, env)):  # file system caches, the variant's modules included
+        phases(app, app_args, warm_conf, work, warm_env)
     runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
     for rep in range(args.reps):
         for plugin in ((False, True) if rep % 2 == 0 else (True, False)):

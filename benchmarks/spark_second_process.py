@@ -10,9 +10,6 @@ driver's end, which waits for it) at ``nice 19`` and at ``nice 0``. The four run
 per repetition; each row is the mean added time per repetition against ``off`` with its 90% bootstrap interval.
 
     .venv/bin/python benchmarks/spark_second_process.py [--reps 20] [--events 40]
-
-Session 14 (20 repetitions, 11.8 s runs): on +0.48 s (+0.09..+0.85), nice 19 +0.17 s (-0.26..+0.58), nice 0
-+0.25 s (-0.02..+0.52): the child's priority made no difference this VM's noise can show.
 """
 from __future__ import annotations
 
@@ -26,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import spark_overhead  # noqa: E402 - the same data, spark-submit command and plugin-on conf
 
-#: The child: ``python -c CHILD <nice> <events>``; ends when the driver closes its stdin.
+#: The child, ``python child.py <nice> <events>``: ends when the driver closes its stdin.
 CHILD = r'''
 import datetime, os, sys, uuid
 os.nice(int(sys.argv[1]))
@@ -51,8 +48,8 @@ APP = spark_overhead.APP.replace(_START, '''child = None
 if os.environ.get("BENCH_CHILD_NICE"):
     import subprocess
     child = subprocess.Popen(
-        [sys.executable, "-c", open(os.environ["BENCH_CHILD_SRC"]).read(), os.environ["BENCH_CHILD_NICE"],
-         os.environ["BENCH_CHILD_EVENTS"]], stdin=subprocess.PIPE,
+        [sys.executable, os.environ["BENCH_CHILD"], os.environ["BENCH_CHILD_NICE"], os.environ["BENCH_CHILD_EVENTS"]],
+        stdin=subprocess.PIPE,
         env={k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")})
 ''' + _START).replace(_END, _END + '''
 if child is not None:
@@ -73,7 +70,7 @@ def main() -> None:
     app.write_text(APP)
     child.write_text(CHILD)
     app_args = ["etl", str(args.data_dir), str(work / "out")]
-    common = {"BENCH_CHILD_SRC": str(child), "BENCH_CHILD_EVENTS": str(args.events)}
+    common = {"BENCH_CHILD": str(child), "BENCH_CHILD_EVENTS": str(args.events)}
     variants: dict[str, tuple[dict[str, str], dict[str, str]]] = {
         "off": ({}, common), "on": (on, common),
         "nice 19": ({}, {**common, "BENCH_CHILD_NICE": "19"}), "nice 0": ({}, {**common, "BENCH_CHILD_NICE": "0"})}

@@ -1,22 +1,28 @@
 """The ``columnLineage`` dataset facet of an action's output, as the JVM integration builds it.
 
-Read from the same ``toJSON()`` tree as the datasets (expressions are nested trees there): every attribute
-(``exprId``) an expression defines gets its dependencies:
+Read from the same ``toJSON()`` tree as the datasets (expressions are nested trees there). As the JVM's
+``ExpressionTraverser`` does, every attribute (``exprId``) an operator defines gets its dependencies by walking
+its expression, each step adding its transformation:
 
-- DIRECT, from a ``Project``'s or ``Aggregate``'s aliases: IDENTITY (the alias of an attribute),
-  AGGREGATION (attributes inside an aggregate function), TRANSFORMATION (anything else); description the
-  alias as SQL (``t1.a AS ident``);
-- INDIRECT, for the whole dataset: FILTER (``WHERE <condition>``), JOIN (``INNER JOIN ON <condition>``),
-  GROUP_BY (``GROUP BY <keys>``), SORT (``ORDER BY <keys>``), added to every output field as the JVM does
-  when ``columnLineage.datasetLineageEnabled`` is false (its default).
+- ``Alias``: IDENTITY; an aggregate function: AGGREGATION; ``CASE WHEN`` / ``IF``: their conditions INDIRECT
+  CONDITIONAL, their values TRANSFORMATION; ``COALESCE``: each argument both; a window function: its
+  argument TRANSFORMATION (none for rank-like functions), its ``PARTITION BY`` / ``ORDER BY`` INDIRECT WINDOW;
+  ``explode`` and other generators: TRANSFORMATION; anything else TRANSFORMATION, masking for hash functions,
+  ``count`` and ``mask`` (the JVM's list);
+- for the whole dataset: FILTER (``WHERE``), JOIN (``ON``), GROUP_BY (no GROUP BY of a ``UNION``'s
+  distinct) and SORT, added to every output field that has inputs of its own, as the JVM does when
+  ``columnLineage.datasetLineageEnabled`` is false (its default), else listed in the facet's ``dataset``.
 
-Each output field (the write's query output, by position, named as the output schema) is traced back to
-the attributes of the input relations; transformations met on the way are merged (the strongest subtype
-wins: AGGREGATION over TRANSFORMATION over IDENTITY). Descriptions are Spark's own ``Expression.sql`` of the
-optimized plan (one py4j call each, on the worker). Disabled by ``facets.columnLineage.disabled``.
+Along a path, the first INDIRECT step from the output wins, else the strongest DIRECT one (AGGREGATION over
+TRANSFORMATION over IDENTITY); masking if any step masks. An input field reached by paths with different
+transformations lists each. Each output field (the write's query output, by position, named as the output
+schema) is traced back to the attributes of the input relations. Descriptions, as the JVM, only with
+``columnLineage.descriptionsEnabled=true`` (else ``""``): Spark's own ``Expression.sql`` of the optimized plan,
+one py4j call each, so they cost nothing when off. Disabled by ``facets.columnLineage.disabled``.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable, Mapping
 
@@ -27,11 +33,39 @@ from spark_plugin.plan_tree import PlanNode
 
 log = logging.getLogger(__name__)
 
-_RANK = {"IDENTITY": 0, "TRANSFORMATION": 1, "AGGREGATION": 2}
-#: (type, subtype, description)
-Transformation = tuple[str, str, "str | None"]
+#: (type, subtype, description, masking)
+Transformation = tuple[str, str, str, bool]
 #: ExprId as (id, jvmId) so attributes of two JVMs' plans never collide
 ExprId = tuple[int, str]
+Field = tuple[str, str, str]  # (namespace, dataset name, field)
+
+#: the JVM's ``TransformationInfo.Subtypes`` order of the DIRECT subtypes: the lower one wins a merge
+_DIRECT_ORDER = {"AGGREGATION": 0, "TRANSFORMATION": 1, "IDENTITY": 2}
+IDENTITY: Transformation = ("DIRECT", "IDENTITY", "", False)
+TRANSFORMATION: Transformation = ("DIRECT", "TRANSFORMATION", "", False)
+MASKING: Transformation = ("DIRECT", "TRANSFORMATION", "", True)
+AGGREGATION: Transformation = ("DIRECT", "AGGREGATION", "", False)
+CONDITIONAL: Transformation = ("INDIRECT", "CONDITIONAL", "", False)
+WINDOW: Transformation = ("INDIRECT", "WINDOW", "", False)
+
+_EXPRESSIONS = "org.apache.spark.sql.catalyst.expressions."
+#: the JVM's ``ExpressionTraverser`` masking expressions (exact classes)
+MASKING_CLASSES = frozenset(_EXPRESSIONS + name for name in (
+    "Crc32", "HiveHash", "Md5", "Murmur3Hash", "Sha1", "Sha2", "XxHash64", "aggregate.Count", "Mask"))
+#: window functions whose children are the window's ORDER BY (RankLike, RowNumberLike): no direct input
+RANK_LIKE = frozenset({"Rank", "DenseRank", "PercentRank", "RowNumber", "CumeDist", "NTile"})
+
+
+def merge(near: Transformation, far: Transformation) -> Transformation:
+    """Two steps of one path (``near`` closer to the output) as one, by the JVM's ``TransformationInfo.merge``:
+    an INDIRECT near step wins, then an INDIRECT far one, then the lower DIRECT subtype; masking if either is."""
+    if near[0] == "INDIRECT":
+        chosen = near
+    elif far[0] == "INDIRECT" or _DIRECT_ORDER.get(far[1], 2) < _DIRECT_ORDER.get(near[1], 2):
+        chosen = far
+    else:
+        chosen = near
+    return chosen[0], chosen[1], chosen[2] or near[2], near[3] or far[3]
 
 
 def _expr_id(node: PlanNode) -> ExprId | None:
@@ -41,131 +75,176 @@ def _expr_id(node: PlanNode) -> ExprId | None:
     return None
 
 
-def _walk(node: PlanNode) -> Iterable[PlanNode]:
-    yield node
-    for child in node.children:
-        yield from _walk(child)
-
-
-def _references(tree: PlanNode) -> list[ExprId]:
-    """Attributes an expression tree reads."""
-    out = []
-    for node in _walk(tree):
-        if node.name in ("AttributeReference", "OuterReference"):
-            ident = _expr_id(node)
-            if ident is not None:
-                out.append(ident)
-    return out
-
-
 def _expressions(node: PlanNode, field: str) -> list[PlanNode]:
     """The expression trees held in one field of a plan node (a Seq of trees, or one tree)."""
     return [tree for tree in node.nested if len(tree.path) > len(node.path)
             and tree.path[len(node.path)] == ("f", field)]
 
 
+def _steps(tree: PlanNode) -> Iterable[tuple[PlanNode, Transformation]]:
+    """The children of an expression to walk, each with the transformation of that step (the JVM's
+    expression visitors, then its generic rule)."""
+    name, kids = tree.name, tree.children
+    if name == "Alias":
+        return [(kids[0], IDENTITY)] if kids else []
+    if name == "CaseWhen":  # children: condition, value, condition, value, ..., [else]
+        pairs = len(kids) // 2
+        return [*((c, CONDITIONAL) for c in kids[0:2 * pairs:2]),
+                *((v, TRANSFORMATION) for v in [*kids[1:2 * pairs:2], *kids[2 * pairs:]])]
+    if name == "If" and len(kids) == 3:
+        return [(kids[0], CONDITIONAL), (kids[1], TRANSFORMATION), (kids[2], TRANSFORMATION)]
+    if name == "Coalesce":
+        return [(k, t) for k in kids for t in (CONDITIONAL, TRANSFORMATION)]
+    if name == "AggregateExpression":  # the function, not its FILTER
+        return [(kids[0], AGGREGATION)] if kids else []
+    if name == "WindowExpression" and len(kids) == 2:
+        function, spec = kids
+        direct = [] if function.name in RANK_LIKE else [(function, TRANSFORMATION)]
+        return [*direct, *((k, WINDOW) for k in spec.children)]
+    step = MASKING if tree.cls in MASKING_CLASSES else TRANSFORMATION
+    return [(k, step) for k in kids]
+
+
 class _Builder:
-    def __init__(self, nodes: plan_tree.JvmNodes, leaves: Mapping[ExprId, tuple[str, str, str]]) -> None:
+    def __init__(self, nodes: plan_tree.JvmNodes, leaves: Mapping[ExprId, Field], descriptions: bool) -> None:
         self._nodes = nodes
         self._leaves = leaves  # input attribute -> (namespace, name, field)
+        self._descriptions = descriptions
         self.direct: dict[ExprId, list[tuple[ExprId, Transformation]]] = {}
-        self.indirect: list[tuple[list[ExprId], Transformation]] = []
+        self.dataset: list[ExprId] = []  # targets of the dataset-wide dependencies (WHERE, JOIN ON, ...)
+        self._ids = itertools.count(-1, -1)
+        self._memo: dict[ExprId, dict[Field, list[Transformation]]] = {}
 
-    def _sql(self, tree: PlanNode) -> str | None:
+    def _sql(self, tree: PlanNode) -> str:
+        if not self._descriptions:
+            return ""
         try:
             return str(self._nodes.get(tree.path).sql())
         except Exception:  # noqa: BLE001 - an expression without SQL form: no description
-            return None
+            return ""
 
-    def _sqls(self, trees: list[PlanNode]) -> str | None:
+    def _sqls(self, trees: list[PlanNode], separator: str) -> str:
         parts = [self._sql(t) for t in trees]
-        return ", ".join(p for p in parts if p) if all(parts) else None
+        return separator.join(parts) if all(parts) else ""
 
-    def _aliases(self, trees: list[PlanNode]) -> None:
+    def _walk(self, tree: PlanNode, target: ExprId, transformation: Transformation) -> None:
+        if tree.name == "AttributeReference":
+            ident = _expr_id(tree)
+            if ident is not None and ident != target:
+                self.direct.setdefault(target, []).append((ident, transformation))
+            return
+        for child, step in _steps(tree):
+            self._walk(child, target, merge(transformation, step))
+
+    def _named(self, trees: list[PlanNode]) -> None:
+        """Project/Aggregate/Window expressions: each defines the attribute of its ``exprId``."""
         for tree in trees:
-            if tree.name != "Alias":
-                continue
             target = _expr_id(tree)
-            if target is None:
-                continue
-            child = tree.children[0] if tree.children else None
-            description = self._sql(tree)
-            if child is not None and child.name == "AttributeReference":
-                kinds = {ref: "IDENTITY" for ref in _references(child)}
-            else:
-                kinds = {ref: "TRANSFORMATION" for ref in _references(tree)}
-                for node in _walk(tree):
-                    if node.name == "AggregateExpression":
-                        kinds.update({ref: "AGGREGATION" for ref in _references(node)})
-            self.direct[target] = [(ref, ("DIRECT", kind, description)) for ref, kind in kinds.items()]
+            if target is not None and tree.name != "AttributeReference":
+                self._walk(tree, target, ("DIRECT", "IDENTITY", self._sql(tree), False))
+
+    def _dataset_wide(self, trees: list[PlanNode], subtype: str, description: str) -> None:
+        target = (next(self._ids), "")
+        self.dataset.append(target)
+        for tree in trees:
+            self._walk(tree, target, ("INDIRECT", subtype, description, False))
 
     def visit(self, node: PlanNode) -> None:
         name = node.name
         if name == "Project":
-            self._aliases(_expressions(node, "projectList"))
+            self._named(_expressions(node, "projectList"))
         elif name == "Aggregate":
-            self._aliases(_expressions(node, "aggregateExpressions"))
-            keys = _expressions(node, "groupingExpressions")
-            if keys:
-                refs = [r for k in keys for r in _references(k)]
-                sql = self._sqls(keys)
-                self.indirect.append((refs, ("INDIRECT", "GROUP_BY", f"GROUP BY {sql}" if sql else None)))
+            self._aggregate(node)
+        elif name == "Window":
+            self._named(_expressions(node, "windowExpressions"))
+        elif name == "Generate":
+            self._generate(node)
         elif name == "Filter":
-            conditions = _expressions(node, "condition")
-            for condition in conditions:
+            for condition in _expressions(node, "condition"):
                 sql = self._sql(condition)
-                self.indirect.append((_references(condition), ("INDIRECT", "FILTER",
-                                                                f"WHERE {sql}" if sql else None)))
+                self._dataset_wide([condition], "FILTER", f"WHERE {sql}" if sql else "")
         elif name == "Join":
             for condition in _expressions(node, "condition"):
                 sql = self._sql(condition)
-                try:
-                    kind = str(self._nodes.get(node.path).joinType().sql())
-                except Exception:  # noqa: BLE001 - a join type without SQL form: no description
-                    kind = None
-                description = f"{kind} JOIN ON {sql}" if sql and kind else None
-                self.indirect.append((_references(condition), ("INDIRECT", "JOIN", description)))
+                kind = self._join_type(node) if sql else ""
+                self._dataset_wide([condition], "JOIN", f"{kind} JOIN ON {sql}" if sql and kind else "")
         elif name == "Sort":
             orders = _expressions(node, "order")
-            refs = [r for o in orders for r in _references(o)]
-            sql = self._sqls(orders)
-            self.indirect.append((refs, ("INDIRECT", "SORT", f"ORDER BY {sql}" if sql else None)))
+            sql = self._sqls(orders, ";")
+            self._dataset_wide(orders, "SORT", f"SORT BY {sql}" if sql else "")
         elif name == "Union":
-            outputs = [_output(child) for child in node.children]
-            for i, target in enumerate(outputs[0] if outputs else []):
-                self.direct.setdefault(target, [])
-                for other in outputs[1:]:
-                    if i < len(other) and other[i] != target:
-                        self.direct[target].append((other[i], ("DIRECT", "IDENTITY", None)))
+            self._union(node)
         for child in node.children:
             self.visit(child)
 
-    def sources(self, target: ExprId, seen: frozenset[ExprId] = frozenset()) -> dict[tuple, Transformation | None]:
-        """Input fields ``target`` is computed from -> the merged direct transformation (None: identity)."""
+    def _join_type(self, node: PlanNode) -> str:
+        try:
+            return str(self._nodes.get(node.path).joinType().sql())
+        except Exception:  # noqa: BLE001 - a join type without SQL form: no description
+            return ""
+
+    def _aggregate(self, node: PlanNode) -> None:
+        keys = _expressions(node, "groupingExpressions")
+        outputs = _expressions(node, "aggregateExpressions")
+        if node.children and node.children[0].name == "Union":
+            # the JVM's AggregateVisitor: a UNION's DISTINCT (every output a grouping key) adds nothing
+            key_ids = {_expr_id(k) for k in keys if k.name == "AttributeReference"}
+            if {_expr_id(o) for o in outputs} <= key_ids:
+                return
+        if keys:
+            sql = self._sqls(keys, ", ")
+            self._dataset_wide(keys, "GROUP_BY", f"GROUP BY {sql}" if sql else "")
+        self._named(outputs)
+
+    def _generate(self, node: PlanNode) -> None:
+        generators = _expressions(node, "generator")
+        if not generators:
+            return
+        generator = generators[0]
+        step = ("DIRECT", "TRANSFORMATION", self._sql(generator), False)
+        for attribute in _expressions(node, "generatorOutput"):
+            target = _expr_id(attribute)
+            if target is not None:
+                for child in generator.children:
+                    self._walk(child, target, step)
+
+    def _union(self, node: PlanNode) -> None:
+        outputs = [[ident for ident, _ in _output(child)] for child in node.children]
+        for i, target in enumerate(outputs[0] if outputs else []):
+            for other in outputs[1:]:
+                if i < len(other) and other[i] != target:
+                    self.direct.setdefault(target, []).append((other[i], IDENTITY))
+
+    def sources(self, target: ExprId, seen: frozenset[ExprId] = frozenset()) -> dict[Field, list[Transformation]]:
+        """Input fields ``target`` is computed from -> the transformations of the paths to each (None: itself)."""
+        if target in self._memo:
+            return self._memo[target]
+        found: dict[Field, list[Transformation]] = {}
         if target in self._leaves:
-            return {self._leaves[target]: None}
-        found: dict[tuple, Transformation | None] = {}
+            found[self._leaves[target]] = [IDENTITY]
         for source, transformation in self.direct.get(target, []):
             if source in seen:
                 continue
             for field, below in self.sources(source, seen | {target}).items():
-                merged = _merge(transformation, below)
-                found[field] = _merge(found[field], merged) if field in found else merged
+                kept = found.setdefault(field, [])
+                for far in below:
+                    merged = merge(transformation, far)
+                    if merged not in kept:
+                        kept.append(merged)
+        self._memo[target] = found
         return found
 
 
-def _merge(a: Transformation | None, b: Transformation | None) -> Transformation | None:
-    if a is None or b is None:
-        return a or b
-    return a if _RANK.get(a[1], 0) >= _RANK.get(b[1], 0) else b
+def _named_ids(trees: list[PlanNode]) -> list[tuple[ExprId, str]]:
+    return [(i, str(tree.fields.get("name", ""))) for tree in trees if (i := _expr_id(tree)) is not None]
 
 
-def _output(node: PlanNode) -> list[ExprId]:
-    """The attributes a logical plan node produces, in order."""
+def _output(node: PlanNode) -> list[tuple[ExprId, str]]:
+    """The attributes (id, name) a logical plan node produces, in order (a ``Generate`` over columns it does
+    not keep gives more: its JSON leaves out which; :func:`build` then matches by name)."""
     name = node.name
     if name in ("Project", "Aggregate"):
-        field = "projectList" if name == "Project" else "aggregateExpressions"
-        return [i for tree in _expressions(node, field) if (i := _expr_id(tree)) is not None]
+        return _named_ids(_expressions(node, "projectList" if name == "Project" else "aggregateExpressions"))
     if name == "Join":
         kind = str((node.fields.get("joinType") or {}).get("object", "")) if isinstance(
             node.fields.get("joinType"), Mapping) else str(node.fields.get("joinType", ""))
@@ -173,12 +252,27 @@ def _output(node: PlanNode) -> list[ExprId]:
         if "LeftSemi" in kind or "LeftAnti" in kind or "ExistenceJoin" in kind:
             return left
         return left + (_output(node.children[1]) if len(node.children) > 1 else [])
+    below = _output(node.children[0]) if node.children else []
+    if name == "Window":
+        return below + _named_ids(_expressions(node, "windowExpressions"))
+    if name == "Generate":
+        return below + _named_ids(_expressions(node, "generatorOutput"))
     if "output" in node.fields or "dataCols" in node.fields:  # relations
-        trees = _expressions(node, "output") or [*_expressions(node, "dataCols"), *_expressions(node, "partitionCols")]
-        return [i for tree in trees if (i := _expr_id(tree)) is not None]
-    if node.children:
-        return _output(node.children[0])
-    return []
+        return _named_ids(_expressions(node, "output")
+                          or [*_expressions(node, "dataCols"), *_expressions(node, "partitionCols")])
+    return below
+
+
+def _targets(query: PlanNode, field_names: list[str]) -> list[tuple[str, ExprId]]:
+    """Each output field with the attribute it is written from: by position, or by name (as the JVM
+    matches them) when the query's output cannot be counted exactly."""
+    output = _output(query)
+    if len(output) == len(field_names):
+        return [(name, ident) for name, (ident, _) in zip(field_names, output)]
+    by_name: dict[str, ExprId] = {}
+    for ident, name in output:
+        by_name.setdefault(name.lower(), ident)
+    return [(name, by_name[name.lower()]) for name in field_names if name.lower() in by_name]
 
 
 def query_of(root: PlanNode) -> PlanNode | None:
@@ -189,37 +283,45 @@ def query_of(root: PlanNode) -> PlanNode | None:
     return root.children[0] if root.children else None
 
 
-def build(nodes: plan_tree.JvmNodes, root: PlanNode, leaves: Mapping[ExprId, tuple[str, str, str]],
-          field_names: list[str]) -> cl.ColumnLineageDatasetFacet | None:
+def _input_fields(per_input: Mapping[Field, list[Transformation]]) -> list[cl.InputField]:
+    return [cl.InputField(namespace=ns, name=ds, field=column, transformations=[
+        cl.Transformation(type=t, subtype=s, description=d, masking=m) for t, s, d, m in ts])
+        for (ns, ds, column), ts in per_input.items()]
+
+
+def build(nodes: plan_tree.JvmNodes, root: PlanNode, leaves: Mapping[ExprId, Field], field_names: list[str],
+          descriptions: bool = False, dataset_lineage: bool = False) -> cl.ColumnLineageDatasetFacet | None:
     """The facet for the output whose schema names are ``field_names`` (positional over the query output);
-    ``nodes``: the JVM objects of ``root``'s plan (expression descriptions are Spark's ``sql()`` of them)."""
+    ``nodes``: the JVM objects of ``root``'s plan (read only for descriptions); ``descriptions`` and
+    ``dataset_lineage``: the JVM's ``columnLineage.descriptionsEnabled`` / ``datasetLineageEnabled``."""
     query = query_of(root)
     if query is None or not field_names:
         return None
-    builder = _Builder(nodes, leaves)
+    builder = _Builder(nodes, leaves, descriptions)
     builder.visit(query)
-    indirect: list[tuple[tuple, Transformation]] = []
-    for refs, transformation in builder.indirect:
-        for ref in dict.fromkeys(refs):
-            for field in builder.sources(ref):
-                indirect.append((field, transformation))
+    dataset: dict[Field, list[Transformation]] = {}
+    for target in builder.dataset:
+        for field, transformations in builder.sources(target).items():
+            kept = dataset.setdefault(field, [])
+            kept.extend(t for t in transformations if t not in kept)
     fields = {}
-    for name, target in zip(field_names, _output(query)):
-        per_input: dict[tuple, list[Transformation]] = {}
-        for field, direct in builder.sources(target).items():
-            per_input.setdefault(field, []).append(direct or ("DIRECT", "IDENTITY", None))
-        for field, transformation in indirect:
-            if transformation not in per_input.setdefault(field, []):
-                per_input[field].append(transformation)
-        if per_input:
-            fields[name] = cl.Fields(inputFields=[
-                cl.InputField(namespace=ns, name=ds, field=column, transformations=[
-                    cl.Transformation(type=t, subtype=s, description=d, masking=False) for t, s, d in ts])
-                for (ns, ds, column), ts in per_input.items()])
+    for name, target in _targets(query, field_names):
+        # a path without an expression of its own is described by the field's name, as the JVM's root step
+        per_input = {field: [t if t[2] or not descriptions else (*t[:2], name, t[3]) for t in ts]
+                     for field, ts in builder.sources(target).items()}
+        if not per_input:  # as the JVM: dataset-wide inputs only go with a field's own
+            continue
+        if not dataset_lineage:
+            for field, transformations in dataset.items():
+                kept = per_input.setdefault(field, [])
+                kept.extend(t for t in transformations if t not in kept)
+        fields[name] = cl.Fields(inputFields=_input_fields(per_input))
+    if dataset_lineage and dataset:
+        return cl.ColumnLineageDatasetFacet(fields=fields, dataset=_input_fields(dataset))
     return cl.ColumnLineageDatasetFacet(fields=fields) if fields else None
 
 
-def leaf_fields(node: PlanNode, namespace: str, name: str) -> dict[ExprId, tuple[str, str, str]]:
+def leaf_fields(node: PlanNode, namespace: str, name: str) -> dict[ExprId, Field]:
     """A relation's output attributes as input fields of the dataset (namespace, name)."""
     out = {}
     # a HiveTableRelation's output is its data and partition columns (no ``output`` field in Spark 3.5's JSON)

@@ -309,7 +309,9 @@ def _with_column_lineage(output: Dataset, nodes: plan_tree.JvmNodes, root: PlanN
             if len(raws) == 1:  # a relation over several datasets (a JDBC query) has no per-column source
                 leaves.update(column_lineage.leaf_fields(node, raws[0].namespace, facets._name(raws[0].name)))
         names = [f.name for f in output.facets["schema"].fields]
-        facet = column_lineage.build(nodes, root, leaves, names)
+        facet = column_lineage.build(nodes, root, leaves, names,
+                                     descriptions=facets.flag("columnLineage.descriptionsEnabled", False),
+                                     dataset_lineage=facets.flag("columnLineage.datasetLineageEnabled", False))
     except Exception:  # noqa: BLE001 - column lineage is a bonus: the datasets stay
         log.debug("cannot trace the columns of %s", root.cls, exc_info=True)
         return output
@@ -421,6 +423,10 @@ class _FacetBuilder:
 
     def enabled(self, facet: str) -> bool:
         return facet not in self._disabled and not _flag(self._conf, f"facets.{facet}.disabled", False)
+
+    def flag(self, key: str, default: bool) -> bool:
+        """A boolean ``spark.openlineage.<key>``."""
+        return _flag(self._conf, key, default)
 
     def _name(self, name: str) -> str:
         # the JVM's RemovePathPatternUtils: cut the "remove" group of the first match

@@ -1,0 +1,123 @@
+"""The ``columnLineage`` facet of real local-mode Spark writes: one table of SQL queries over two parquet
+sources, each with every output field's input fields and transformations as the JVM integration's
+``ExpressionTraverser`` rules give them (type, subtype, masking; descriptions are off by default, as there).
+
+``S`` is ``src(a int, b string, c int)``, ``T`` is ``oth(a int, d string)``. An expected row is
+``{output field: {(input dataset, input field, type, subtype, masking), ...}}``; ``{}`` means no facet."""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import pytest
+
+from spark_plugin.plan_lineage import action_lineage
+
+P = "spark.openlineage."
+DIRECT, INDIRECT = "DIRECT", "INDIRECT"
+
+
+class Cll(NamedTuple):
+    id: str
+    query: str  # SELECT over S and T
+    fields: dict[str, set[tuple[str, str, str, str, bool]]]
+    conf: dict[str, str] = {}
+
+
+def ident(ds: str, f: str) -> tuple[str, str, str, str, bool]:
+    return (ds, f, DIRECT, "IDENTITY", False)
+
+
+def tr(ds: str, f: str, masking: bool = False) -> tuple[str, str, str, str, bool]:
+    return (ds, f, DIRECT, "TRANSFORMATION", masking)
+
+
+def agg(ds: str, f: str, masking: bool = False) -> tuple[str, str, str, str, bool]:
+    return (ds, f, DIRECT, "AGGREGATION", masking)
+
+
+def ind(ds: str, f: str, subtype: str) -> tuple[str, str, str, str, bool]:
+    return (ds, f, INDIRECT, subtype, False)
+
+
+JOINED = {ind("src", "a", "JOIN"), ind("oth", "a", "JOIN"), ind("src", "a", "FILTER"), ind("oth", "a", "FILTER"),
+          ind("oth", "d", "SORT")}
+
+CASES = [
+    Cll("identity_and_transformation", "select a, upper(b) as u from S",
+        {"a": {ident("src", "a")}, "u": {tr("src", "b")}}),
+    Cll("filter_goes_to_fields_with_inputs", "select a, 1 as one from S where c > 0",
+        {"a": {ident("src", "a"), ind("src", "c", "FILTER")}}),
+    Cll("case_when", "select case when c > 0 then b else 'none' end as x from S",
+        {"x": {ind("src", "c", "CONDITIONAL"), tr("src", "b")}}),
+    Cll("if_and_coalesce", "select if(c > 0, a, c) as x, coalesce(b, 'z') as y from S",
+        {"x": {ind("src", "c", "CONDITIONAL"), tr("src", "a"), tr("src", "c")},
+         "y": {ind("src", "b", "CONDITIONAL"), tr("src", "b")}}),
+    Cll("masking_hash_and_count", "select sha2(b, 256) as h, count(a) as n from S group by b",
+        {"h": {tr("src", "b", masking=True), ind("src", "b", "GROUP_BY")},
+         "n": {agg("src", "a", masking=True), ind("src", "b", "GROUP_BY")}}),
+    Cll("masking_mask_and_md5_through_a_cast", "select mask(b) as m, md5(b) as h, length(b) as n from S",
+        {"m": {tr("src", "b", masking=True)}, "h": {tr("src", "b", masking=True)}, "n": {tr("src", "b")}}),
+    Cll("aggregate_and_group_by", "select b, sum(a) + 1 as s from S group by b",
+        {"b": {ident("src", "b"), ind("src", "b", "GROUP_BY")},
+         "s": {agg("src", "a"), ind("src", "b", "GROUP_BY")}}),
+    Cll("window_rank_and_sum",
+        "select a, row_number() over (partition by b order by c) as rn, sum(a) over (partition by b) as s from S",
+        {"a": {ident("src", "a")},
+         "rn": {ind("src", "b", "WINDOW"), ind("src", "c", "WINDOW")},
+         "s": {agg("src", "a"), ind("src", "b", "WINDOW")}}),
+    Cll("explode", "select a, e from S lateral view explode(array(a, c)) t as e",
+        {"a": {ident("src", "a")}, "e": {tr("src", "a"), tr("src", "c")}}),
+    # the optimizer's `isnotnull` filters on the join keys are FILTERs of the plan, for the JVM too
+    Cll("join_and_sort", "select S.a, T.d from S join T on S.a = T.a order by T.d",
+        {"a": {ident("src", "a"), *JOINED},
+         "d": {ident("oth", "d"), *JOINED}}),
+    Cll("union_distinct_adds_no_group_by", "select a from S union select a from T",
+        {"a": {ident("src", "a"), ident("oth", "a")}}),
+    Cll("union_all_then_group_by",
+        "select a, count(*) as n from (select a from S union all select a from T) group by a",
+        {"a": {ident("src", "a"), ident("oth", "a"), ind("src", "a", "GROUP_BY"), ind("oth", "a", "GROUP_BY")}}),
+    Cll("through_a_subquery", "select x as y, n from (select upper(b) as x, a + c as n from S)",
+        {"y": {tr("src", "b")}, "n": {tr("src", "a"), tr("src", "c")}}),
+    Cll("case_inside_an_aggregate", "select sum(case when b = 'x' then a end) as s from S",
+        {"s": {ind("src", "b", "CONDITIONAL"), agg("src", "a")}}),
+    Cll("only_literals_have_no_facet", "select 1 as one from S", {}),
+]
+
+
+def _seen(facet: Any) -> dict[str, set[tuple[str, str, str, str, bool]]]:
+    if facet is None:
+        return {}
+    return {name: {(f.name.rsplit("/", 1)[-1], f.field, t.type, t.subtype, t.masking)
+                   for f in fields.inputFields for t in f.transformations}
+            for name, fields in facet.fields.items()}
+
+
+def _lineage(spark: Any, capture: Any, tmp: str, query: str, conf: dict[str, str]) -> Any:
+    spark.createDataFrame([(1, "x", 2)], "a int, b string, c int").write.parquet(f"{tmp}/src")
+    spark.createDataFrame([(1, "y")], "a int, d string").write.parquet(f"{tmp}/oth")
+    spark.read.parquet(f"{tmp}/src").createOrReplaceTempView("S")
+    spark.read.parquet(f"{tmp}/oth").createOrReplaceTempView("T")
+    calls = capture.run(lambda: spark.sql(query).write.parquet(f"{tmp}/out"))
+    lineage = action_lineage(calls[-1][1], conf)
+    return lineage.outputs[0].facets.get("columnLineage")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_column_lineage(spark, qe_capture, workdir, case):
+    facet = _lineage(spark, qe_capture, workdir, case.query, case.conf)
+    assert _seen(facet) == case.fields
+    for fields in (facet.fields.values() if facet else []):
+        assert all(t.description == "" for f in fields.inputFields for t in f.transformations)
+
+
+def test_descriptions_and_dataset_lineage_follow_the_jvm_keys(spark, qe_capture, workdir):
+    """``columnLineage.descriptionsEnabled=true``: Spark's SQL of each step; ``datasetLineageEnabled=true``: the
+    dataset-wide inputs in the facet's ``dataset`` list instead of on every field."""
+    conf = {P + "columnLineage.descriptionsEnabled": "true", P + "columnLineage.datasetLineageEnabled": "true"}
+    facet = _lineage(spark, qe_capture, workdir, "select a, upper(b) as u from S where c > 0 order by a", conf)
+    assert {name: [(f.field, t.subtype, t.description) for f in fields.inputFields for t in f.transformations]
+            for name, fields in facet.fields.items()} == {
+        "a": [("a", "IDENTITY", "a")],  # a plain column: described by its name
+        "u": [("b", "TRANSFORMATION", "upper(s.b) AS u")]}
+    assert sorted((f.field, t.subtype, t.description) for f in facet.dataset for t in f.transformations) == [
+        ("a", "SORT", "SORT BY s.a ASC NULLS FIRST"), ("c", "FILTER", "WHERE ((s.c IS NOT NULL) AND (s.c > 0))")]

@@ -10,8 +10,9 @@ its expression, each step adding its transformation:
   ``explode`` and other generators: TRANSFORMATION; anything else TRANSFORMATION, masking for hash functions,
   ``count`` and ``mask`` (the JVM's list);
 - for the whole dataset: FILTER (``WHERE``), JOIN (``ON``), GROUP_BY (no GROUP BY of a ``UNION``'s
-  distinct) and SORT, added to every output field that has inputs of its own, as the JVM does when
-  ``columnLineage.datasetLineageEnabled`` is false (its default), else listed in the facet's ``dataset``.
+  distinct) and SORT, listed in the facet's ``dataset`` as the JVM does by default
+  (``columnLineage.datasetLineageEnabled`` unset or true); with it false, added to every output field that has
+  inputs of its own. No facet when no output field has inputs of its own.
 
 Along a path, the first INDIRECT step from the output wins, else the strongest DIRECT one (AGGREGATION over
 TRANSFORMATION over IDENTITY); masking if any step masks. An input field reached by paths with different
@@ -216,7 +217,7 @@ class _Builder:
                     self.direct.setdefault(target, []).append((other[i], IDENTITY))
 
     def sources(self, target: ExprId, seen: frozenset[ExprId] = frozenset()) -> dict[Field, list[Transformation]]:
-        """Input fields ``target`` is computed from -> the transformations of the paths to each (None: itself)."""
+        """Input fields ``target`` is computed from -> the distinct transformations of the paths to each."""
         if target in self._memo:
             return self._memo[target]
         found: dict[Field, list[Transformation]] = {}
@@ -290,7 +291,7 @@ def _input_fields(per_input: Mapping[Field, list[Transformation]]) -> list[cl.In
 
 
 def build(nodes: plan_tree.JvmNodes, root: PlanNode, leaves: Mapping[ExprId, Field], field_names: list[str],
-          descriptions: bool = False, dataset_lineage: bool = False) -> cl.ColumnLineageDatasetFacet | None:
+          descriptions: bool = False, dataset_lineage: bool = True) -> cl.ColumnLineageDatasetFacet | None:
     """The facet for the output whose schema names are ``field_names`` (positional over the query output);
     ``nodes``: the JVM objects of ``root``'s plan (read only for descriptions); ``descriptions`` and
     ``dataset_lineage``: the JVM's ``columnLineage.descriptionsEnabled`` / ``datasetLineageEnabled``."""
@@ -316,9 +317,11 @@ def build(nodes: plan_tree.JvmNodes, root: PlanNode, leaves: Mapping[ExprId, Fie
                 kept = per_input.setdefault(field, [])
                 kept.extend(t for t in transformations if t not in kept)
         fields[name] = cl.Fields(inputFields=_input_fields(per_input))
-    if dataset_lineage and dataset:
-        return cl.ColumnLineageDatasetFacet(fields=fields, dataset=_input_fields(dataset))
-    return cl.ColumnLineageDatasetFacet(fields=fields) if fields else None
+    if not fields:  # as the JVM: no facet without a field, whatever the dataset-wide inputs
+        return None
+    # no `dataset` key unless it has inputs, as the JVM (openlineage-python would write an empty list)
+    return cl.ColumnLineageDatasetFacet(fields=fields,
+                                        dataset=_input_fields(dataset) if dataset_lineage and dataset else None)
 
 
 def leaf_fields(node: PlanNode, namespace: str, name: str) -> dict[ExprId, Field]:

@@ -289,6 +289,10 @@ def jvm_facet_enabled(conf: Mapping[str, str], name: str) -> bool:
     return name not in disabled
 
 
+#: the JVM's ``columnLineage.schemaSizeLimit`` default: outputs with more top-level fields get no column lineage
+SCHEMA_SIZE_LIMIT = 1000
+
+
 @attr.define
 class LogicalPlanRunFacet(RunFacet):
     """The JVM integration's ``spark.logicalPlan`` run facet: the optimized plan as Spark's ``toJSON``
@@ -309,9 +313,12 @@ def _with_column_lineage(output: Dataset, nodes: plan_tree.JvmNodes, root: PlanN
             if len(raws) == 1:  # a relation over several datasets (a JDBC query) has no per-column source
                 leaves.update(column_lineage.leaf_fields(node, raws[0].namespace, facets._name(raws[0].name)))
         names = [f.name for f in output.facets["schema"].fields]
+        if len(names) > facets.number("columnLineage.schemaSizeLimit", SCHEMA_SIZE_LIMIT):
+            return output  # the JVM's limit: no column lineage for wider outputs
+        # the JVM's defaults: descriptions off, dataset-wide inputs in the facet's `dataset` list
         facet = column_lineage.build(nodes, root, leaves, names,
                                      descriptions=facets.flag("columnLineage.descriptionsEnabled", False),
-                                     dataset_lineage=facets.flag("columnLineage.datasetLineageEnabled", False))
+                                     dataset_lineage=facets.flag("columnLineage.datasetLineageEnabled", True))
     except Exception:  # noqa: BLE001 - column lineage is a bonus: the datasets stay
         log.debug("cannot trace the columns of %s", root.cls, exc_info=True)
         return output
@@ -427,6 +434,13 @@ class _FacetBuilder:
     def flag(self, key: str, default: bool) -> bool:
         """A boolean ``spark.openlineage.<key>``."""
         return _flag(self._conf, key, default)
+
+    def number(self, key: str, default: int) -> int:
+        """An integer ``spark.openlineage.<key>``; ``default`` when unset or not a number."""
+        try:
+            return int(str(self._conf.get(_CONF + key, default)).strip())
+        except ValueError:
+            return default
 
     def _name(self, name: str) -> str:
         # the JVM's RemovePathPatternUtils: cut the "remove" group of the first match

@@ -3,7 +3,9 @@ sources, each with every output field's input fields and transformations as the 
 ``ExpressionTraverser`` rules give them (type, subtype, masking; descriptions are off by default, as there).
 
 ``S`` is ``src(a int, b string, c int)``, ``T`` is ``oth(a int, d string)``. An expected row is
-``{output field: {(input dataset, input field, type, subtype, masking), ...}}``; ``{}`` means no facet."""
+``{output field: {(input dataset, input field, type, subtype, masking), ...}}``; ``{}`` means no facet. The table
+runs with ``columnLineage.datasetLineageEnabled=false`` (the dataset-wide inputs on every field), as OpenLineage's
+own container tests do; the JVM's defaults have a test of their own."""
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -81,6 +83,7 @@ CASES = [
     Cll("case_inside_an_aggregate", "select sum(case when b = 'x' then a end) as s from S",
         {"s": {ind("src", "b", "CONDITIONAL"), agg("src", "a")}}),
     Cll("only_literals_have_no_facet", "select 1 as one from S", {}),
+    Cll("schema_size_limit", "select a, b from S", {}, {P + "columnLineage.schemaSizeLimit": "1"}),
 ]
 
 
@@ -104,8 +107,10 @@ def _lineage(spark: Any, capture: Any, tmp: str, query: str, conf: dict[str, str
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_column_lineage(spark, qe_capture, workdir, case):
-    facet = _lineage(spark, qe_capture, workdir, case.query, case.conf)
+    facet = _lineage(spark, qe_capture, workdir, case.query, {P + "columnLineage.datasetLineageEnabled": "false",
+                                                              **case.conf})
     assert _seen(facet) == case.fields
+    assert facet is None or facet.dataset is None
     for fields in (facet.fields.values() if facet else []):
         assert all(t.description == "" for f in fields.inputFields for t in f.transformations)
 
@@ -121,3 +126,12 @@ def test_descriptions_and_dataset_lineage_follow_the_jvm_keys(spark, qe_capture,
         "u": [("b", "TRANSFORMATION", "upper(s.b) AS u")]}
     assert sorted((f.field, t.subtype, t.description) for f in facet.dataset for t in f.transformations) == [
         ("a", "SORT", "SORT BY s.a ASC NULLS FIRST"), ("c", "FILTER", "WHERE ((s.c IS NOT NULL) AND (s.c > 0))")]
+
+
+def test_the_jvm_defaults_list_dataset_wide_inputs_apart_without_descriptions(spark, qe_capture, workdir):
+    """No ``columnLineage.*`` key: the JVM's defaults (``datasetLineageEnabled`` true, descriptions off)."""
+    facet = _lineage(spark, qe_capture, workdir, "select a, upper(b) as u, 1 as one from S where c > 0 order by a", {})
+    assert _seen(facet) == {"a": {ident("src", "a")}, "u": {tr("src", "b")}}
+    assert sorted((f.field, t.type, t.subtype, t.description, t.masking) for f in facet.dataset
+                  for t in f.transformations) == [("a", INDIRECT, "SORT", "", False),
+                                                  ("c", INDIRECT, "FILTER", "", False)]

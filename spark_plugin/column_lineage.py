@@ -16,8 +16,9 @@ its expression, each step adding its transformation:
 
 Along a path, the first INDIRECT step from the output wins, else the strongest DIRECT one (AGGREGATION over
 TRANSFORMATION over IDENTITY); masking if any step masks. An input field reached by paths with different
-transformations lists each. Each output field (the write's query output, by position, named as the output
-schema) is traced back to the attributes of the input relations. Descriptions, as the JVM, only with
+transformations lists each. Each output field (the write's query output by position, named as the output
+schema; by name when a ``Generate``'s dropped columns make the count differ) is traced back to the attributes
+of the input relations. Descriptions, as the JVM, only with
 ``columnLineage.descriptionsEnabled=true`` (else ``""``): Spark's own ``Expression.sql`` of the optimized plan,
 one py4j call each, so they cost nothing when off. Disabled by ``facets.columnLineage.disabled``.
 """

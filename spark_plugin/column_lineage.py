@@ -25,15 +25,12 @@ one py4j call each, so they cost nothing when off. Disabled by ``facets.columnLi
 from __future__ import annotations
 
 import itertools
-import logging
 from collections.abc import Iterable, Mapping
 
 from openlineage.client.facet_v2 import column_lineage_dataset as cl
 
 from spark_plugin import plan_tree
 from spark_plugin.plan_tree import PlanNode
-
-log = logging.getLogger(__name__)
 
 #: (type, subtype, description, masking)
 Transformation = tuple[str, str, str, bool]
@@ -228,13 +225,15 @@ class _Builder:
             if source in seen:
                 continue
             for field, below in self.sources(source, seen | {target}).items():
-                kept = found.setdefault(field, [])
-                for far in below:
-                    merged = merge(transformation, far)
-                    if merged not in kept:
-                        kept.append(merged)
+                _add_distinct(found, field, (merge(transformation, far) for far in below))
         self._memo[target] = found
         return found
+
+
+def _relation_output(node: PlanNode) -> list[PlanNode]:
+    """A relation's output attributes; a HiveTableRelation's are its data and partition columns (no ``output``
+    field in Spark 3.5's JSON)."""
+    return _expressions(node, "output") or [*_expressions(node, "dataCols"), *_expressions(node, "partitionCols")]
 
 
 def _named_ids(trees: list[PlanNode]) -> list[tuple[ExprId, str]]:
@@ -260,8 +259,7 @@ def _output(node: PlanNode) -> list[tuple[ExprId, str]]:
     if name == "Generate":
         return below + _named_ids(_expressions(node, "generatorOutput"))
     if "output" in node.fields or "dataCols" in node.fields:  # relations
-        return _named_ids(_expressions(node, "output")
-                          or [*_expressions(node, "dataCols"), *_expressions(node, "partitionCols")])
+        return _named_ids(_relation_output(node))
     return below
 
 
@@ -285,6 +283,13 @@ def query_of(root: PlanNode) -> PlanNode | None:
     return root.children[0] if root.children else None
 
 
+def _add_distinct(by_field: dict[Field, list[Transformation]], field: Field,
+                  transformations: Iterable[Transformation]) -> None:
+    """Append to ``field``'s list the transformations it does not list yet (the JVM keeps distinct ones)."""
+    kept = by_field.setdefault(field, [])
+    kept.extend(t for t in transformations if t not in kept)
+
+
 def _input_fields(per_input: Mapping[Field, list[Transformation]]) -> list[cl.InputField]:
     return [cl.InputField(namespace=ns, name=ds, field=column, transformations=[
         cl.Transformation(type=t, subtype=s, description=d, masking=m) for t, s, d, m in ts])
@@ -304,8 +309,7 @@ def build(nodes: plan_tree.JvmNodes, root: PlanNode, leaves: Mapping[ExprId, Fie
     dataset: dict[Field, list[Transformation]] = {}
     for target in builder.dataset:
         for field, transformations in builder.sources(target).items():
-            kept = dataset.setdefault(field, [])
-            kept.extend(t for t in transformations if t not in kept)
+            _add_distinct(dataset, field, transformations)
     fields = {}
     for name, target in _targets(query, field_names):
         # a path without an expression of its own is described by the field's name, as the JVM's root step
@@ -315,8 +319,7 @@ def build(nodes: plan_tree.JvmNodes, root: PlanNode, leaves: Mapping[ExprId, Fie
             continue
         if not dataset_lineage:
             for field, transformations in dataset.items():
-                kept = per_input.setdefault(field, [])
-                kept.extend(t for t in transformations if t not in kept)
+                _add_distinct(per_input, field, transformations)
         fields[name] = cl.Fields(inputFields=_input_fields(per_input))
     if not fields:  # as the JVM: no facet without a field, whatever the dataset-wide inputs
         return None
@@ -328,9 +331,7 @@ def build(nodes: plan_tree.JvmNodes, root: PlanNode, leaves: Mapping[ExprId, Fie
 def leaf_fields(node: PlanNode, namespace: str, name: str) -> dict[ExprId, Field]:
     """A relation's output attributes as input fields of the dataset (namespace, name)."""
     out = {}
-    # a HiveTableRelation's output is its data and partition columns (no ``output`` field in Spark 3.5's JSON)
-    trees = _expressions(node, "output") or [*_expressions(node, "dataCols"), *_expressions(node, "partitionCols")]
-    for tree in trees:
+    for tree in _relation_output(node):
         ident = _expr_id(tree)
         if ident is not None and tree.fields.get("name"):
             out[ident] = (namespace, name, str(tree.fields["name"]))

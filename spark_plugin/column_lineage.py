@@ -25,7 +25,7 @@ one py4j call each, so they cost nothing when off. Disabled by ``facets.columnLi
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from openlineage.client.facet_v2 import column_lineage_dataset as cl
 
@@ -105,9 +105,9 @@ def _steps(tree: PlanNode) -> Iterable[tuple[PlanNode, Transformation]]:
 
 
 class _Builder:
-    def __init__(self, nodes: plan_tree.JvmNodes, leaves: Mapping[ExprId, Field], descriptions: bool) -> None:
+    def __init__(self, nodes: plan_tree.JvmNodes, leaves: Mapping[ExprId, list[Field]], descriptions: bool) -> None:
         self._nodes = nodes
-        self._leaves = leaves  # input attribute -> (namespace, name, field)
+        self._leaves = leaves  # input attribute -> the (namespace, name, field)s it reads
         self._descriptions = descriptions
         self.direct: dict[ExprId, list[tuple[ExprId, Transformation]]] = {}
         self.dataset: list[ExprId] = []  # targets of the dataset-wide dependencies (WHERE, JOIN ON, ...)
@@ -219,8 +219,8 @@ class _Builder:
         if target in self._memo:
             return self._memo[target]
         found: dict[Field, list[Transformation]] = {}
-        if target in self._leaves:
-            found[self._leaves[target]] = [IDENTITY]
+        for field in self._leaves.get(target, ()):
+            found[field] = [IDENTITY]
         for source, transformation in self.direct.get(target, []):
             if source in seen:
                 continue
@@ -296,7 +296,7 @@ def _input_fields(per_input: Mapping[Field, list[Transformation]]) -> list[cl.In
         for (ns, ds, column), ts in per_input.items()]
 
 
-def build(nodes: plan_tree.JvmNodes, root: PlanNode, leaves: Mapping[ExprId, Field], field_names: list[str],
+def build(nodes: plan_tree.JvmNodes, root: PlanNode, leaves: Mapping[ExprId, list[Field]], field_names: list[str],
           descriptions: bool = False, dataset_lineage: bool = True) -> cl.ColumnLineageDatasetFacet | None:
     """The facet for the output whose schema names are ``field_names`` (positional over the query output);
     ``nodes``: the JVM objects of ``root``'s plan (read only for descriptions); ``descriptions`` and
@@ -328,11 +328,18 @@ def build(nodes: plan_tree.JvmNodes, root: PlanNode, leaves: Mapping[ExprId, Fie
                                         dataset=_input_fields(dataset) if dataset_lineage and dataset else None)
 
 
-def leaf_fields(node: PlanNode, namespace: str, name: str) -> dict[ExprId, Field]:
-    """A relation's output attributes as input fields of the dataset (namespace, name)."""
+def leaf_fields(node: PlanNode, namespace: str, name: str,
+                columns: Sequence[tuple[str, Sequence[str]]] | None = None) -> dict[ExprId, list[Field]]:
+    """A relation's output attributes as input fields of the dataset (namespace, name): each the dataset's field
+    of the same name, or, for a relation computed by a query (``columns``: each relation field -> the dataset's
+    columns it is computed from), those columns."""
+    computed = dict(columns) if columns is not None else None
     out = {}
     for tree in _relation_output(node):
-        ident = _expr_id(tree)
-        if ident is not None and tree.fields.get("name"):
-            out[ident] = (namespace, name, str(tree.fields["name"]))
+        ident, field = _expr_id(tree), tree.fields.get("name")
+        if ident is None or not field:
+            continue
+        read = [str(field)] if computed is None else computed.get(str(field), ())
+        if read:
+            out[ident] = [(namespace, name, column) for column in read]
     return out

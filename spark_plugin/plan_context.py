@@ -46,6 +46,9 @@ class RawDataset:
     suffix: str | None = None
     #: the ``inputStatistics`` input facet's fields as (field, value) pairs, inputs only (plan_inputs reads them)
     input_stats: tuple[tuple[str, int], ...] = ()
+    #: inputs read through a query (a JDBC ``query``): each field of the relation -> this dataset's columns it is
+    #: computed from, for column lineage; None when the relation's fields are this dataset's columns of the same name
+    columns: tuple[tuple[str, tuple[str, ...]], ...] | None = None
 
 
 class PlanContext:

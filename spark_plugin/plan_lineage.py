@@ -308,10 +308,12 @@ def _with_column_lineage(output: Dataset, nodes: plan_tree.JvmNodes, root: PlanN
     from spark_plugin import column_lineage
 
     try:
-        leaves: dict = {}
+        leaves: dict = {}  # a relation's attribute -> the input fields it reads, from each of its datasets
         for node, raws in read_by:
-            if len(raws) == 1:  # a relation over several datasets (a JDBC query) has no per-column source
-                leaves.update(column_lineage.leaf_fields(node, raws[0].namespace, facets._name(raws[0].name)))
+            for raw in raws:
+                found = column_lineage.leaf_fields(node, raw.namespace, facets._name(raw.name), raw.columns)
+                for ident, fields in found.items():
+                    leaves.setdefault(ident, []).extend(fields)
         names = [f.name for f in output.facets["schema"].fields]
         if len(names) > facets.number("columnLineage.schemaSizeLimit", SCHEMA_SIZE_LIMIT):
             return output  # the JVM's limit: no column lineage for wider outputs

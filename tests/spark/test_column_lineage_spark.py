@@ -5,7 +5,8 @@ sources, each with every output field's input fields and transformations as the 
 ``S`` is ``src(a int, b string, c int)``, ``T`` is ``oth(a int, d string)``. An expected row is
 ``{output field: {(input dataset, input field, type, subtype, masking), ...}}``; ``{}`` means no facet. The table
 runs with ``columnLineage.datasetLineageEnabled=false`` (the dataset-wide inputs on every field), as OpenLineage's
-own container tests do; the JVM's defaults have a test of their own."""
+own container tests do; the JVM's defaults have a test of their own. A second table reads Derby tables through
+JDBC ``dbtable``/``query`` options (the query traced to the tables' columns)."""
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -135,3 +136,64 @@ def test_the_jvm_defaults_list_dataset_wide_inputs_apart_without_descriptions(sp
     assert sorted((f.field, t.type, t.subtype, t.description, t.masking) for f in facet.dataset
                   for t in f.transformations) == [("a", INDIRECT, "SORT", "", False),
                                                   ("c", INDIRECT, "FILTER", "", False)]
+
+
+DERBY = "org.apache.derby.jdbc.EmbeddedDriver"
+
+
+class JdbcCll(NamedTuple):
+    id: str
+    read: dict[str, str]  # the JDBC read's `query` or `dbtable` option, over Derby tables src and oth
+    fields: dict[str, set[tuple[str, str, str, str, bool]]]
+    select: str = "select * from J"  # what is written, over the JDBC read's view J
+
+
+# Spark creates the Derby tables with quoted lower-case column names: the queries quote them too
+JDBC_CASES = [
+    JdbcCll("dbtable", {"dbtable": "src"}, {"a": {ident("src", "a")}, "b": {ident("src", "b")},
+                                            "c": {ident("src", "c")}}),
+    JdbcCll("select_star_is_every_column_by_name", {"query": "select * from src"},
+            {"a": {ident("src", "a")}, "b": {ident("src", "b")}, "c": {ident("src", "c")}}),
+    # the database's column, not the relation's alias for it (the JVM's SqlCollector)
+    JdbcCll("an_alias_reads_its_column", {"query": 'select "a", "b" as "n" from src'},
+            {"a": {ident("src", "a")}, "n": {ident("src", "b")}}),
+    JdbcCll("several_tables", {"query": 'select s."a", s."b" || o."d" as "x" from src s join oth o on s."a" = o."a"'},
+            {"a": {ident("src", "a")}, "x": {ident("src", "b"), ident("oth", "d")}}),
+    JdbcCll("subquery_dbtable", {"dbtable": '(select "a" + "c" as "s" from src) q'}, {"s": {ident("src", "a"),
+                                                                                          ident("src", "c")}}),
+    JdbcCll("then_transformed_in_spark", {"query": 'select s."b" || o."d" as "x" from src s join oth o on s."a" = o."a"'},
+            {"u": {tr("src", "b"), tr("oth", "d")}}, "select upper(x) as u from J"),
+    JdbcCll("a_count_reads_no_column", {"query": 'select count(*) as "n" from src'}, {}),
+]
+
+
+@pytest.fixture(scope="module")
+def derby_url(spark, tmp_path_factory) -> str:
+    url = f"jdbc:derby:{tmp_path_factory.mktemp('cll_jdbc')}/db;create=true"
+    spark.createDataFrame([(1, "x", 2)], "a int, b string, c int").write.jdbc(url, "src", properties={"driver": DERBY})
+    spark.createDataFrame([(1, "y")], "a int, d string").write.jdbc(url, "oth", properties={"driver": DERBY})
+    return url
+
+
+@pytest.mark.parametrize("case", JDBC_CASES, ids=[c.id for c in JDBC_CASES])
+def test_column_lineage_of_jdbc_reads(spark, qe_capture, workdir, derby_url, case):
+    """A JDBC query's columns are traced through the query to the tables it reads (the JVM's
+    ``JdbcColumnLineageVisitor``): each relation field to the columns it is computed from, as IDENTITY."""
+    reader = spark.read.format("jdbc").option("url", derby_url).option("driver", DERBY)
+    for key, value in case.read.items():
+        reader = reader.option(key, value)
+    reader.load().createOrReplaceTempView("J")
+    calls = qe_capture.run(lambda: spark.sql(case.select).write.parquet(f"{workdir}/out"))
+    lineage = action_lineage(calls[-1][1], {})
+    assert _seen(lineage.outputs[0].facets.get("columnLineage")) == case.fields
+
+
+def test_a_read_of_several_paths_gives_each_path_its_column(spark, qe_capture, workdir):
+    """A relation over several paths: each field reads the same-named column of every path, as the JVM's
+    ``InputFieldsCollector``."""
+    for part in ("p1", "p2"):
+        spark.createDataFrame([(1, "x")], "a int, b string").write.parquet(f"{workdir}/{part}")
+    calls = qe_capture.run(lambda: spark.read.parquet(f"{workdir}/p1", f"{workdir}/p2").selectExpr("a", "upper(b) as u")
+                           .write.parquet(f"{workdir}/out"))
+    facet = action_lineage(calls[-1][1], {}).outputs[0].facets.get("columnLineage")
+    assert _seen(facet) == {"a": {ident("p1", "a"), ident("p2", "a")}, "u": {tr("p1", "b"), tr("p2", "b")}}

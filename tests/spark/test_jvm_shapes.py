@@ -184,7 +184,6 @@ HIVE_CTAS = sql("CREATE TABLE IF NOT EXISTS hive3.table2 using hive AS SELECT * 
 GENERIC_APP = ("generic_integration_test", "generic-namespace")
 # Postgres names tables `{database}.{table}` (database `test` in their URL), Derby as written; their other two
 # tables are Iceberg tables of a Hadoop catalog (`{warehouse}/{db}/{table}`), ours session-catalog parquet tables.
-# Columns of a JDBC query reading several tables are not traced per table: their columnLineage is left out.
 JDBC_NAMES = {'"name": "test.': '"name": "', "/tmp/iceberg/default/": "/tmp/iceberg/"}
 
 #: Fixtures of their Java tests that need a service (a Hive metastore, Postgres, Iceberg) or are not PySpark
@@ -199,7 +198,7 @@ CASES = [
          tables=("hive3.table1", "hive3.table2")),
     Case(("columnLineageJDBCStart.json", "columnLineageJDBCComplete.json"), "/tmp/iceberg", "iceberg_integration_test",
          "default", jdbc_sources, jdbc_write, session="spark", tables=("v2_source_1", "v2_source_2"),
-         ignore=("columnLineage",), replace=JDBC_NAMES),
+         replace=JDBC_NAMES),
     Case(tuple(f"applicationLevel{kind}.json" for kind in
                ("StartApplication", "StartJob", "CompleteJob", "CompleteApplication")),
          "/tmp/test_data", *GENERIC_APP, None, generic_write, session="spark", data=True, conf=GENERIC),

@@ -149,6 +149,7 @@ class JdbcCll(NamedTuple):
 
 
 # Spark creates the Derby tables with quoted lower-case column names: the queries quote them too
+JOINED_QUERY = 'select s."b" || o."d" as "x" from src s join oth o on s."a" = o."a"'
 JDBC_CASES = [
     JdbcCll("dbtable", {"dbtable": "src"}, {"a": {ident("src", "a")}, "b": {ident("src", "b")},
                                             "c": {ident("src", "c")}}),
@@ -157,11 +158,11 @@ JDBC_CASES = [
     # the database's column, not the relation's alias for it (the JVM's SqlCollector)
     JdbcCll("an_alias_reads_its_column", {"query": 'select "a", "b" as "n" from src'},
             {"a": {ident("src", "a")}, "n": {ident("src", "b")}}),
-    JdbcCll("several_tables", {"query": 'select s."a", s."b" || o."d" as "x" from src s join oth o on s."a" = o."a"'},
+    JdbcCll("several_tables", {"query": 'select s."a", ' + JOINED_QUERY.removeprefix("select ")},
             {"a": {ident("src", "a")}, "x": {ident("src", "b"), ident("oth", "d")}}),
-    JdbcCll("subquery_dbtable", {"dbtable": '(select "a" + "c" as "s" from src) q'}, {"s": {ident("src", "a"),
-                                                                                          ident("src", "c")}}),
-    JdbcCll("then_transformed_in_spark", {"query": 'select s."b" || o."d" as "x" from src s join oth o on s."a" = o."a"'},
+    JdbcCll("subquery_dbtable", {"dbtable": '(select "a" + "c" as "s" from src) q'},
+            {"s": {ident("src", "a"), ident("src", "c")}}),
+    JdbcCll("then_transformed_in_spark", {"query": JOINED_QUERY},
             {"u": {tr("src", "b"), tr("oth", "d")}}, "select upper(x) as u from J"),
     JdbcCll("a_count_reads_no_column", {"query": 'select count(*) as "n" from src'}, {}),
 ]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from openlineage.client.facet_v2 import column_lineage_dataset as cl
 
@@ -105,8 +106,10 @@ def _steps(tree: PlanNode) -> Iterable[tuple[PlanNode, Transformation]]:
 
 
 class _Builder:
-    def __init__(self, nodes: plan_tree.JvmNodes, leaves: Mapping[ExprId, list[Field]], descriptions: bool) -> None:
+    def __init__(self, nodes: plan_tree.JvmNodes, leaves: Mapping[ExprId, list[Field]], descriptions: bool,
+                 cached_plans: Mapping[tuple[Any, ...], list[PlanNode]]) -> None:
         self._nodes = nodes
+        self._cached_plans = cached_plans  # Spark 3.5: an InMemoryRelation's path -> the plans it was built from
         self._leaves = leaves  # input attribute -> the (namespace, name, field)s it reads
         self._descriptions = descriptions
         self.direct: dict[ExprId, list[tuple[ExprId, Transformation]]] = {}
@@ -173,6 +176,8 @@ class _Builder:
             self._dataset_wide(orders, "SORT", f"SORT BY {sql}" if sql else "")
         elif name == "Union":
             self._union(node)
+        elif name == "InMemoryRelation":
+            self._cached(node)
         for child in node.children:
             self.visit(child)
 
@@ -206,6 +211,21 @@ class _Builder:
             if target is not None:
                 for child in generator.children:
                     self._walk(child, target, step)
+
+    def _cached(self, node: PlanNode) -> None:
+        """A cached DataFrame: its plan (Spark 4 keeps it in the relation, 3.5 only the physical plan, whose
+        logical links were read with the datasets) is traced like the rest, and each attribute of the relation
+        is the plan's output at the same position: a renamed column or a second use of the cache (a self-join)
+        has ids of its own. (The JVM maps them by name from the CacheManager's plan.)"""
+        depth = len(node.path) + 1
+        plans = [t for t in _expressions(node, "cacheBuilder") if t.path[depth:] == (("f", "logicalPlan"),)]
+        plans = plans or list(self._cached_plans.get(node.path, []))
+        for plan in plans:
+            self.visit(plan)
+        below = [ident for ident, _ in _output(plans[0])] if len(plans) == 1 else []
+        for i, (target, _) in enumerate(_named_ids(_relation_output(node))):
+            if i < len(below) and below[i] != target:
+                self.direct.setdefault(target, []).append((below[i], IDENTITY))
 
     def _union(self, node: PlanNode) -> None:
         outputs = [[ident for ident, _ in _output(child)] for child in node.children]
@@ -297,14 +317,15 @@ def _input_fields(per_input: Mapping[Field, list[Transformation]]) -> list[cl.In
 
 
 def build(nodes: plan_tree.JvmNodes, root: PlanNode, leaves: Mapping[ExprId, list[Field]], field_names: list[str],
-          descriptions: bool = False, dataset_lineage: bool = True) -> cl.ColumnLineageDatasetFacet | None:
+          descriptions: bool = False, dataset_lineage: bool = True,
+          cached_plans: Mapping[tuple[Any, ...], list[PlanNode]] | None = None) -> cl.ColumnLineageDatasetFacet | None:
     """The facet for the output whose schema names are ``field_names`` (positional over the query output);
     ``nodes``: the JVM objects of ``root``'s plan (read only for descriptions); ``descriptions`` and
     ``dataset_lineage``: the JVM's ``columnLineage.descriptionsEnabled`` / ``datasetLineageEnabled``."""
     query = query_of(root)
     if query is None or not field_names:
         return None
-    builder = _Builder(nodes, leaves, descriptions)
+    builder = _Builder(nodes, leaves, descriptions, cached_plans or {})
     builder.visit(query)
     dataset: dict[Field, list[Transformation]] = {}
     for target in builder.dataset:

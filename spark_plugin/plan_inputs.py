@@ -221,10 +221,13 @@ def _in_memory_relation(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     for jlogical in _linked_logical_plans(ctx.jvm_node(node).cacheBuilder().cachedPlan()):
         sub_root = plan_tree.parse_plan(jlogical)
         sub_ctx = PlanContext(ctx.qe, sub_root, jlogical, ctx.conf)
+        ctx.cached_plans.setdefault(node.path, []).append(sub_root)
         for sub in plan_tree.walk(sub_root):
             handler = INPUT_HANDLERS.get(sub.name)
             if handler is not None:
-                out.extend(handler(sub_ctx, sub))
+                raws = handler(sub_ctx, sub)
+                ctx.cached_reads.append((sub, raws))
+                out.extend(raws)
     return out
 
 

@@ -191,7 +191,10 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
     facets = _FacetBuilder(spark_conf)
     output_datasets = [facets.dataset(r, stats if i == 0 else None) for i, r in enumerate(_dedupe(outputs))]
     if output_datasets and output_datasets[0].facets.get("schema") is not None and facets.enabled("columnLineage"):
-        output_datasets[0] = _with_column_lineage(output_datasets[0], plan.nodes, root, read_by, facets)
+        # a cached relation's datasets (Spark 3.5) are read by the relations of its plans, not by its attributes
+        leaf_reads = [(n, r) for n, r in read_by if n.path not in ctx.cached_plans] + ctx.cached_reads
+        output_datasets[0] = _with_column_lineage(output_datasets[0], plan.nodes, root, leaf_reads, facets,
+                                                  ctx.cached_plans)
     return ActionLineage(
         command=command,
         job_suffix=job_suffix,
@@ -302,9 +305,10 @@ class LogicalPlanRunFacet(RunFacet):
 
 
 def _with_column_lineage(output: Dataset, nodes: plan_tree.JvmNodes, root: PlanNode,
-                         read_by: list[tuple[PlanNode, list[RawDataset]]], facets: _FacetBuilder) -> Dataset:
+                         read_by: list[tuple[PlanNode, list[RawDataset]]], facets: _FacetBuilder,
+                         cached_plans: Mapping[tuple[Any, ...], list[PlanNode]]) -> Dataset:
     """``output`` with the ``columnLineage`` facet (see :mod:`spark_plugin.column_lineage`); as it was when
-    the plan cannot be traced."""
+    the plan cannot be traced. ``cached_plans``: :attr:`PlanContext.cached_plans`."""
     from spark_plugin import column_lineage
 
     try:
@@ -320,7 +324,8 @@ def _with_column_lineage(output: Dataset, nodes: plan_tree.JvmNodes, root: PlanN
         # the JVM's defaults: descriptions off, dataset-wide inputs in the facet's `dataset` list
         facet = column_lineage.build(nodes, root, leaves, names,
                                      descriptions=facets.flag("columnLineage.descriptionsEnabled", False),
-                                     dataset_lineage=facets.flag("columnLineage.datasetLineageEnabled", True))
+                                     dataset_lineage=facets.flag("columnLineage.datasetLineageEnabled", True),
+                                     cached_plans=cached_plans)
     except Exception:  # noqa: BLE001 - column lineage is a bonus: the datasets stay
         log.debug("cannot trace the columns of %s", root.cls, exc_info=True)
         return output

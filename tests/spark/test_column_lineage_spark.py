@@ -198,3 +198,40 @@ def test_a_read_of_several_paths_gives_each_path_its_column(spark, qe_capture, w
                            .write.parquet(f"{workdir}/out"))
     facet = action_lineage(calls[-1][1], {}).outputs[0].facets.get("columnLineage")
     assert _seen(facet) == {"a": {ident("p1", "a"), ident("p2", "a")}, "u": {tr("p1", "b"), tr("p2", "b")}}
+
+
+class CachedCll(NamedTuple):
+    id: str
+    cached: Any  # S (a DataFrame of src) -> the DataFrame cached
+    query: Any  # the cached DataFrame -> what is written
+    fields: dict[str, set[tuple[str, str, str, str, bool]]]
+
+
+CACHED_CASES = [
+    CachedCll("used_as_cached", lambda s: s.selectExpr("a", "upper(b) as u"), lambda d: d,
+              {"a": {ident("src", "a")}, "u": {tr("src", "b")}}),
+    # the cached plan's own filter and projection are traced; the renamed column gets a new id
+    CachedCll("renamed_after_the_cache", lambda s: s.selectExpr("a", "upper(b) as u", "c").where("c > 0"),
+              lambda d: d.withColumnRenamed("u", "uu").select("uu", "a"),
+              {"uu": {tr("src", "b"), ind("src", "c", "FILTER")}, "a": {ident("src", "a"), ind("src", "c", "FILTER")}}),
+    # the second use of the cache has ids of its own
+    CachedCll("self_join", lambda s: s.selectExpr("a", "lower(b) as u"),
+              lambda d: d.alias("x").join(d.alias("y"), "a").selectExpr("a", "y.u as yu"),
+              {"a": {ident("src", "a"), ind("src", "a", "JOIN"), ind("src", "a", "FILTER")},
+               "yu": {tr("src", "b"), ind("src", "a", "JOIN"), ind("src", "a", "FILTER")}}),
+]
+
+
+@pytest.mark.parametrize("case", CACHED_CASES, ids=[c.id for c in CACHED_CASES])
+def test_column_lineage_through_a_cached_dataframe(spark, qe_capture, workdir, case):
+    """A cached DataFrame (``InMemoryRelation``): its plan is traced as the rest, on Spark 4 (which keeps it in
+    the relation) and 3.5 (only its physical plan's logical links), each attribute of the relation being the
+    cached plan's output at the same position."""
+    spark.createDataFrame([(1, "x", 2)], "a int, b string, c int").write.parquet(f"{workdir}/src")
+    cached = case.cached(spark.read.parquet(f"{workdir}/src")).cache()
+    try:
+        calls = qe_capture.run(lambda: case.query(cached).write.parquet(f"{workdir}/out"))
+        lineage = action_lineage(calls[-1][1], {P + "columnLineage.datasetLineageEnabled": "false"})
+    finally:
+        cached.unpersist(blocking=True)
+    assert _seen(lineage.outputs[0].facets.get("columnLineage")) == case.fields

@@ -178,6 +178,8 @@ class _Builder:
             self._union(node)
         elif name == "InMemoryRelation":
             self._cached(node)
+        elif name == "Expand":
+            self._expand(node)
         for child in node.children:
             self.visit(child)
 
@@ -226,6 +228,18 @@ class _Builder:
         for i, (target, _) in enumerate(_named_ids(_relation_output(node))):
             if i < len(below) and below[i] != target:
                 self.direct.setdefault(target, []).append((below[i], IDENTITY))
+
+    def _expand(self, node: PlanNode) -> None:
+        """ROLLUP / CUBE / GROUPING SETS: each output attribute is, in each of the projections, the expression at
+        its position (a grouping column or a null). The JVM has no rule for ``Expand``: there the grouping
+        columns of such an aggregate, and its GROUP_BY, have no inputs."""
+        outputs = [ident for ident, _ in _named_ids(_expressions(node, "output"))]
+        depth = len(node.path)
+        for tree in _expressions(node, "projections"):
+            step = tree.path[depth:]  # ("f", "projections"), ("i", projection), ("i", position)
+            position = step[2][1] if len(step) == 3 else None
+            if isinstance(position, int) and position < len(outputs):
+                self._walk(tree, outputs[position], ("DIRECT", "IDENTITY", self._sql(tree), False))
 
     def _union(self, node: PlanNode) -> None:
         outputs = [[ident for ident, _ in _output(child)] for child in node.children]

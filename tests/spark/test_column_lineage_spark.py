@@ -44,6 +44,7 @@ def ind(ds: str, f: str, subtype: str) -> tuple[str, str, str, str, bool]:
 
 JOINED = {ind("src", "a", "JOIN"), ind("oth", "a", "JOIN"), ind("src", "a", "FILTER"), ind("oth", "a", "FILTER"),
           ind("oth", "d", "SORT")}
+ROLLED = {ind("src", "b", "GROUP_BY"), ind("src", "c", "GROUP_BY")}
 
 CASES = [
     Cll("identity_and_transformation", "select a, upper(b) as u from S",
@@ -83,6 +84,12 @@ CASES = [
         {"y": {tr("src", "b")}, "n": {tr("src", "a"), tr("src", "c")}}),
     Cll("case_inside_an_aggregate", "select sum(case when b = 'x' then a end) as s from S",
         {"s": {ind("src", "b", "CONDITIONAL"), agg("src", "a")}}),
+    # beyond the JVM (no rule for Expand there: no inputs for b, c, nor the GROUP_BY)
+    Cll("rollup", "select b, c, sum(a) as s from S group by rollup(b, c)",
+        {"b": {ident("src", "b"), *ROLLED}, "c": {ident("src", "c"), *ROLLED}, "s": {agg("src", "a"), *ROLLED}}),
+    Cll("grouping_sets", "select b, count(a) as n from S group by grouping sets ((b), ())",
+        {"b": {ident("src", "b"), ind("src", "b", "GROUP_BY")},
+         "n": {agg("src", "a", masking=True), ind("src", "b", "GROUP_BY")}}),
     Cll("only_literals_have_no_facet", "select 1 as one from S", {}),
     Cll("schema_size_limit", "select a, b from S", {}, {P + "columnLineage.schemaSizeLimit": "1"}),
 ]

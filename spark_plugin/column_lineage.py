@@ -180,6 +180,8 @@ class _Builder:
             self._cached(node)
         elif name == "Expand":
             self._expand(node)
+        elif "udfs" in node.fields and "resultAttrs" in node.fields:  # BatchEvalPython, ArrowEvalPython
+            self._python_udfs(node)
         for child in node.children:
             self.visit(child)
 
@@ -240,6 +242,14 @@ class _Builder:
             position = step[2][1] if len(step) == 3 else None
             if isinstance(position, int) and position < len(outputs):
                 self._walk(tree, outputs[position], ("DIRECT", "IDENTITY", self._sql(tree), False))
+
+    def _python_udfs(self, node: PlanNode) -> None:
+        """Python UDFs (the optimizer moves them into a ``BatchEvalPython``/``ArrowEvalPython`` node): each result
+        attribute is computed from its UDF's arguments (TRANSFORMATION). The JVM has no rule for these nodes:
+        there a UDF's output has no inputs."""
+        results = [ident for ident, _ in _named_ids(_expressions(node, "resultAttrs"))]
+        for udf, target in zip(_expressions(node, "udfs"), results):
+            self._walk(udf, target, ("DIRECT", "IDENTITY", self._sql(udf), False))
 
     def _union(self, node: PlanNode) -> None:
         outputs = [[ident for ident, _ in _output(child)] for child in node.children]

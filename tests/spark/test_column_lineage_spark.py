@@ -90,6 +90,10 @@ CASES = [
     Cll("grouping_sets", "select b, count(a) as n from S group by grouping sets ((b), ())",
         {"b": {ident("src", "b"), ind("src", "b", "GROUP_BY")},
          "n": {agg("src", "a", masking=True), ind("src", "b", "GROUP_BY")}}),
+    # beyond the JVM too (no rule for BatchEvalPython there: a Python UDF's output has no inputs)
+    Cll("python_udf", "select a, plus(c, a) * 2 as p from S where plus(a, 1) > 0",
+        {"a": {ident("src", "a"), ind("src", "a", "FILTER")},
+         "p": {tr("src", "c"), tr("src", "a"), ind("src", "a", "FILTER")}}),
     Cll("only_literals_have_no_facet", "select 1 as one from S", {}),
     Cll("schema_size_limit", "select a, b from S", {}, {P + "columnLineage.schemaSizeLimit": "1"}),
 ]
@@ -108,6 +112,8 @@ def _lineage(spark: Any, capture: Any, tmp: str, query: str, conf: dict[str, str
     spark.createDataFrame([(1, "y")], "a int, d string").write.parquet(f"{tmp}/oth")
     spark.read.parquet(f"{tmp}/src").createOrReplaceTempView("S")
     spark.read.parquet(f"{tmp}/oth").createOrReplaceTempView("T")
+    # a lambda: cloudpickle sends it by value (this module is not importable in Spark's Python workers)
+    spark.udf.register("plus", lambda x, y: x + y, "int")
     calls = capture.run(lambda: spark.sql(query).write.parquet(f"{tmp}/out"))
     lineage = action_lineage(calls[-1][1], conf)
     return lineage.outputs[0].facets.get("columnLineage")

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from openlineage.client.facet_v2 import column_lineage_dataset as cl
 
@@ -107,9 +106,9 @@ def _steps(tree: PlanNode) -> Iterable[tuple[PlanNode, Transformation]]:
 
 class _Builder:
     def __init__(self, nodes: plan_tree.JvmNodes, leaves: Mapping[ExprId, list[Field]], descriptions: bool,
-                 cached_plans: Mapping[tuple[Any, ...], list[PlanNode]]) -> None:
+                 cached_plans: Mapping[int, list[PlanNode]]) -> None:
         self._nodes = nodes
-        self._cached_plans = cached_plans  # Spark 3.5: an InMemoryRelation's path -> the plans it was built from
+        self._cached_plans = cached_plans  # Spark 3.5: id() of an InMemoryRelation -> the plans it was built from
         self._leaves = leaves  # input attribute -> the (namespace, name, field)s it reads
         self._descriptions = descriptions
         self.direct: dict[ExprId, list[tuple[ExprId, Transformation]]] = {}
@@ -223,7 +222,7 @@ class _Builder:
         has ids of its own. (The JVM maps them by name from the CacheManager's plan.)"""
         depth = len(node.path) + 1
         plans = [t for t in _expressions(node, "cacheBuilder") if t.path[depth:] == (("f", "logicalPlan"),)]
-        plans = plans or list(self._cached_plans.get(node.path, []))
+        plans = plans or list(self._cached_plans.get(id(node), []))
         for plan in plans:
             self.visit(plan)
         below = [ident for ident, _ in _output(plans[0])] if len(plans) == 1 else []
@@ -342,7 +341,7 @@ def _input_fields(per_input: Mapping[Field, list[Transformation]]) -> list[cl.In
 
 def build(nodes: plan_tree.JvmNodes, root: PlanNode, leaves: Mapping[ExprId, list[Field]], field_names: list[str],
           descriptions: bool = False, dataset_lineage: bool = True,
-          cached_plans: Mapping[tuple[Any, ...], list[PlanNode]] | None = None) -> cl.ColumnLineageDatasetFacet | None:
+          cached_plans: Mapping[int, list[PlanNode]] | None = None) -> cl.ColumnLineageDatasetFacet | None:
     """The facet for the output whose schema names are ``field_names`` (positional over the query output);
     ``nodes``: the JVM objects of ``root``'s plan (read only for descriptions); ``descriptions`` and
     ``dataset_lineage``: the JVM's ``columnLineage.descriptionsEnabled`` / ``datasetLineageEnabled``."""

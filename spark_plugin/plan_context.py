@@ -61,10 +61,11 @@ class PlanContext:
         self.root = root
         self._nodes = nodes or plan_tree.JvmNodes(jroot)
         self.conf = spark_conf
-        #: Spark 3.5's cached DataFrames (whose relation keeps no logical plan): the path of each
-        #: ``InMemoryRelation`` -> the logical plans its physical plan was planned from, and the relations read
-        #: there with their datasets (for column lineage; see :func:`spark_plugin.plan_inputs._in_memory_relation`)
-        self.cached_plans: dict[tuple[Any, ...], list[PlanNode]] = {}
+        #: Spark 3.5's cached DataFrames (whose relation keeps no logical plan): each ``InMemoryRelation`` (by
+        #: ``id()``: a cached plan's nodes have paths of their own) -> the logical plans its physical plan was planned
+        #: from, and the relations read there with their datasets (for column lineage; see
+        #: :func:`spark_plugin.plan_inputs._in_memory_relation`)
+        self.cached_plans: dict[int, list[PlanNode]] = {}
         self.cached_reads: list[tuple[PlanNode, list[RawDataset]]] = []
 
     def jvm_node(self, node: PlanNode) -> Any:

@@ -195,6 +195,12 @@ def _logical_rdd(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     return list(out.values())
 
 
+#: Physical leaves that wrap a plan (adaptive execution, which a cached plan over a cached DataFrame or an
+#: exchange gets): the plan they wrap, where the logical links are.
+_WRAPPED_PLANS = {"AdaptiveSparkPlanExec": "inputPlan", "TableCacheQueryStageExec": "plan",
+                  "ShuffleQueryStageExec": "plan", "BroadcastQueryStageExec": "plan"}
+
+
 def _linked_logical_plans(jplan: Any) -> Iterator[Any]:
     """The logical plans a physical plan was planned from: the top-most nodes with a ``logicalLink``
     (WholeStageCodegen and exchanges have none; the nodes under them do)."""
@@ -205,6 +211,10 @@ def _linked_logical_plans(jplan: Any) -> Iterator[Any]:
         link = current.logicalLink()
         if link.isDefined():
             yield link.get()
+            continue
+        wrapped = _WRAPPED_PLANS.get(current.getClass().getSimpleName())
+        if wrapped is not None:
+            stack.append(getattr(current, wrapped)())
             continue
         children = current.children().iterator()
         while children.hasNext():
@@ -221,7 +231,9 @@ def _in_memory_relation(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     for jlogical in _linked_logical_plans(ctx.jvm_node(node).cacheBuilder().cachedPlan()):
         sub_root = plan_tree.parse_plan(jlogical)
         sub_ctx = PlanContext(ctx.qe, sub_root, jlogical, ctx.conf)
-        ctx.cached_plans.setdefault(node.path, []).append(sub_root)
+        # one record for the action, whatever the depth (a cache of a cached DataFrame)
+        sub_ctx.cached_plans, sub_ctx.cached_reads = ctx.cached_plans, ctx.cached_reads
+        ctx.cached_plans.setdefault(id(node), []).append(sub_root)
         for sub in plan_tree.walk(sub_root):
             handler = INPUT_HANDLERS.get(sub.name)
             if handler is not None:

@@ -192,7 +192,7 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
     output_datasets = [facets.dataset(r, stats if i == 0 else None) for i, r in enumerate(_dedupe(outputs))]
     if output_datasets and output_datasets[0].facets.get("schema") is not None and facets.enabled("columnLineage"):
         # a cached relation's datasets (Spark 3.5) are read by the relations of its plans, not by its attributes
-        leaf_reads = [(n, r) for n, r in read_by if n.path not in ctx.cached_plans] + ctx.cached_reads
+        leaf_reads = [(n, r) for n, r in [*read_by, *ctx.cached_reads] if id(n) not in ctx.cached_plans]
         output_datasets[0] = _with_column_lineage(output_datasets[0], plan.nodes, root, leaf_reads, facets,
                                                   ctx.cached_plans)
     return ActionLineage(
@@ -306,7 +306,7 @@ class LogicalPlanRunFacet(RunFacet):
 
 def _with_column_lineage(output: Dataset, nodes: plan_tree.JvmNodes, root: PlanNode,
                          read_by: list[tuple[PlanNode, list[RawDataset]]], facets: _FacetBuilder,
-                         cached_plans: Mapping[tuple[Any, ...], list[PlanNode]]) -> Dataset:
+                         cached_plans: Mapping[int, list[PlanNode]]) -> Dataset:
     """``output`` with the ``columnLineage`` facet (see :mod:`spark_plugin.column_lineage`); as it was when
     the plan cannot be traced. ``cached_plans``: :attr:`PlanContext.cached_plans`."""
     from spark_plugin import column_lineage

@@ -227,6 +227,10 @@ CACHED_CASES = [
     CachedCll("renamed_after_the_cache", lambda s: s.selectExpr("a", "upper(b) as u", "c").where("c > 0"),
               lambda d: d.withColumnRenamed("u", "uu").select("uu", "a"),
               {"uu": {tr("src", "b"), ind("src", "c", "FILTER")}, "a": {ident("src", "a"), ind("src", "c", "FILTER")}}),
+    # a cache of a cached DataFrame: both plans traced
+    CachedCll("cache_of_a_cache",
+              lambda s: s.selectExpr("a", "upper(b) as u").cache().selectExpr("u as v", "a + 1 as n"),
+              lambda d: d, {"v": {tr("src", "b")}, "n": {tr("src", "a")}}),
     # the second use of the cache has ids of its own
     CachedCll("self_join", lambda s: s.selectExpr("a", "lower(b) as u"),
               lambda d: d.alias("x").join(d.alias("y"), "a").selectExpr("a", "y.u as yu"),
@@ -246,5 +250,5 @@ def test_column_lineage_through_a_cached_dataframe(spark, qe_capture, workdir, c
         calls = qe_capture.run(lambda: case.query(cached).write.parquet(f"{workdir}/out"))
         lineage = action_lineage(calls[-1][1], {P + "columnLineage.datasetLineageEnabled": "false"})
     finally:
-        cached.unpersist(blocking=True)
+        spark.catalog.clearCache()  # this one and any cache under it
     assert _seen(lineage.outputs[0].facets.get("columnLineage")) == case.fields

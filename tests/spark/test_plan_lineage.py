@@ -149,6 +149,12 @@ CASES = [
          SRC + "; global cached; cached = spark.read.parquet('{tmp}/in/src').filter('key > 0').cache(); cached.count()",
          "cached.write.json('{tmp}/out/cache')",
          [f"{W}.out_cache"], [SRC_DS], [Ds("file", "{tmp}/out/cache", SCHEMA_KV)]),
+    # Spark 3.5 plans a cache over a cached DataFrame with adaptive execution (its links are under the wrapper)
+    Case("cache_of_a_cached_dataframe_resolves_to_its_source",
+         SRC + "; global cached2; cached2 = spark.read.parquet('{tmp}/in/src').filter('key > 0').cache()"
+         ".where('key < 100').cache(); cached2.count()",
+         "cached2.write.json('{tmp}/out/cache2')",
+         [f"{W}.out_cache2"], [SRC_DS], [Ds("file", "{tmp}/out/cache2", SCHEMA_KV)]),
     Case("remove_path_pattern", SRC,
          "spark.read.parquet('{tmp}/in/src').write.parquet('{tmp}/out/x_v2')",
          [f"{W}.out_x_v2"], [Ds("file", "{tmp}/in", SCHEMA_KV)], [Ds("file", "{tmp}/out/x", SCHEMA_KV)],

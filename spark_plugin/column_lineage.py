@@ -251,11 +251,15 @@ class _Builder:
             self._walk(udf, target, ("DIRECT", "IDENTITY", self._sql(udf), False))
 
     def _union(self, node: PlanNode) -> None:
+        """Each output of the first child is, at the same position, the output of every other child, described
+        (when descriptions are on) by that attribute's qualified name, as the JVM's ``UnionVisitor``."""
         outputs = [[ident for ident, _ in _output(child)] for child in node.children]
+        qualified = _qualified_names(node) if self._descriptions else {}
         for i, target in enumerate(outputs[0] if outputs else []):
             for other in outputs[1:]:
                 if i < len(other) and other[i] != target:
-                    self.direct.setdefault(target, []).append((other[i], IDENTITY))
+                    step = ("DIRECT", "IDENTITY", qualified.get(other[i], ""), False)
+                    self.direct.setdefault(target, []).append((other[i], step))
 
     def sources(self, target: ExprId, seen: frozenset[ExprId] = frozenset()) -> dict[Field, list[Transformation]]:
         """Input fields ``target`` is computed from -> the distinct transformations of the paths to each."""
@@ -271,6 +275,20 @@ class _Builder:
                 _add_distinct(found, field, (merge(transformation, far) for far in below))
         self._memo[target] = found
         return found
+
+
+def _qualified_names(node: PlanNode) -> dict[ExprId, str]:
+    """The qualified name (``spark_catalog.default.t.a``) of each attribute defined or referenced under ``node``,
+    as Spark's ``Attribute.qualifiedName``."""
+    names: dict[ExprId, str] = {}
+    for tree in plan_tree.walk(node):
+        ident, qualifier = _expr_id(tree), tree.fields.get("qualifier")
+        if isinstance(qualifier, str):  # Spark's toJSON writes the Seq as "[spark_catalog, default, t]"
+            qualifier = [part for part in qualifier.strip("[]").split(", ") if part]
+        # a relation's own attributes have no qualifier in the optimized plan; the references to them have one
+        if ident is not None and isinstance(qualifier, list) and (qualifier or ident not in names):
+            names[ident] = ".".join([*map(str, qualifier), str(tree.fields.get("name", ""))])
+    return names
 
 
 def _relation_output(node: PlanNode) -> list[PlanNode]:
@@ -314,7 +332,8 @@ def _targets(query: PlanNode, field_names: list[str]) -> list[tuple[str, ExprId]
         return [(name, ident) for name, (ident, _) in zip(field_names, output)]
     by_name: dict[str, ExprId] = {}
     for ident, name in output:
-        by_name.setdefault(name.lower(), ident)
+        # the last of a name: a generator's output comes after (and shadows) a dropped child column it is named after
+        by_name[name.lower()] = ident
     return [(name, by_name[name.lower()]) for name in field_names if name.lower() in by_name]
 
 

@@ -1,11 +1,12 @@
 """OpenLineage's own column-lineage test table (``ColumnLineageWithTransformationTypesTest`` of the JVM
-integration, snapshot 8f02abfb7), ported: the same tables, queries and assertions, with descriptions and dataset
-lineage enabled as there. Each row's ``fields`` are the ``assertColumnDependsOnType`` calls (output field, input
-table, input field, type, subtype, description, masking; a tuple of descriptions where theirs accepts either),
-``dataset`` the ``assertDatasetDependsOnType`` calls, ``counts`` the ``assertCountColumnDependencies`` /
-``assertCountDatasetDependencies`` values (transformations over all fields / over the ``dataset`` list). Their
-tables are Hive tables with a LOCATION; ours parquet tables with one (the same plan leaves' names and
-descriptions), written by the query instead of collected (the same optimized plan)."""
+integration, snapshot 8f02abfb7) and its ``...OnlyFieldDependenciesTest`` twin (``datasetLineageEnabled=false``),
+ported: the same tables, queries and assertions, with descriptions enabled as there. Each row's ``fields`` are the
+``assertColumnDependsOnType`` calls (output field, input table, input field, type, subtype, description, masking;
+a tuple of descriptions where theirs accepts either), ``dataset`` the ``assertDatasetDependsOnType`` calls,
+``every_field`` the ``assertAllColumnsDependsOnType`` calls, ``counts`` the ``assertCountColumnDependencies`` /
+``assertCountDatasetDependencies`` values (transformations over all fields / over the ``dataset`` list; -1 where
+theirs asserts none). Their tables are Hive tables with a LOCATION; ours parquet tables with one (the same plan
+leaves' names and descriptions), written by the query instead of collected (the same optimized plan)."""
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -26,6 +27,10 @@ class JvmCase(NamedTuple):
     fields: list[tuple[str, str, str, str, str, str | tuple[str, ...], bool]]
     counts: tuple[int, int]  # (column dependencies, dataset dependencies)
     dataset: list[tuple[str, str, str, str, str]] = []  # (table, field, type, subtype, description)
+    #: their ...OnlyFieldDependenciesTest: ``datasetLineageEnabled=false`` (dataset-wide inputs on every field)
+    fields_only: bool = False
+    #: ``assertAllColumnsDependsOnType``: (table, field, type, subtype, descriptions) on every output field
+    every_field: list[tuple[str, str, str, str, tuple[str, ...]]] = []
 
 
 def _window(function: str, frame: str) -> str:
@@ -137,14 +142,60 @@ CASES = [
 ]
 
 
+FILTER_B = f"WHERE (({Q}t1.b IS NOT NULL) AND ({Q}t1.b > 1))"
+SHA_MT = f"sha1(CAST(CAST(({Q}t1.a + 1) AS STRING) AS BINARY)) AS mt"
+SHA_MA = f"sha1(CAST(CAST(sum({Q}t1.b) AS STRING) AS BINARY)) AS ma"
+G_A = ("t1", "a", IND, "GROUP_BY", GROUP_A, False)
+
+#: ColumnLineageWithTransformationTypesOnlyFieldDependenciesTest
+CASES += [
+    JvmCase("onlyFields.simpleQueryIndirect", {"t1": "a int, b int"}, "SELECT a FROM t1 WHERE b > 1",
+            [("a", "t1", "a", D, "IDENTITY", "a", False), ("a", "t1", "b", IND, "FILTER", FILTER_B, False)], (2, 0),
+            fields_only=True),
+    JvmCase("onlyFields.simpleQueryMultipleIndirect", {"t1": "a int, b int, c int"},
+            "SELECT a FROM t1 WHERE b > 1 GROUP BY a, c ORDER BY c",
+            [("a", "t1", "a", D, "IDENTITY", "a", False),
+             ("a", "t1", "a", IND, "GROUP_BY", f"GROUP BY {Q}t1.a, {Q}t1.c", False),
+             ("a", "t1", "b", IND, "FILTER", FILTER_B, False),
+             ("a", "t1", "c", IND, "GROUP_BY", f"GROUP BY {Q}t1.a, {Q}t1.c", False),
+             ("a", "t1", "c", IND, "SORT", f"SORT BY {Q}t1.c ASC NULLS FIRST", False)], (5, 0), fields_only=True),
+    JvmCase("onlyFields.simpleQueryMasking", {"t1": "a int, b int"},
+            "SELECT a as i, a + 1 as t, sha1(string(a + 1)) as mt, sum(b) as a, sha1(string(sum(b))) as ma "
+            "FROM t1 GROUP BY a",
+            [("i", "t1", "a", D, "IDENTITY", f"{Q}t1.a AS i", False), ("i", *G_A),
+             ("t", "t1", "a", D, "TRANSFORMATION", f"({Q}t1.a + 1) AS t", False), ("t", *G_A),
+             ("mt", "t1", "a", D, "TRANSFORMATION", SHA_MT, True), ("mt", *G_A),
+             ("a", "t1", "b", D, "AGGREGATION", f"sum({Q}t1.b) AS a", False), ("a", *G_A),
+             ("ma", "t1", "b", D, "AGGREGATION", SHA_MA, True), ("ma", *G_A)], (10, 0), fields_only=True),
+    # their count of column dependencies is commented out there (a known bug of theirs): not asserted
+    JvmCase("onlyFields.complexQueryCTEJoinsFilter",
+            {"t1": "a int, b string", "t2": "a int, c int", "t3": "a int, d int"},
+            "WITH tmp as (SELECT * FROM t1 where b = '1'), tmp2 as (SELECT * FROM t2 where c = 1), "
+            "tmp3 as (SELECT tmp.a, b, c from tmp join tmp2 on tmp.a = tmp2.a) "
+            "SELECT tmp3.a as a, b, c, d FROM tmp3 join t3 on tmp3.a = t3.a order by d",
+            [("a", "t1", "a", D, "IDENTITY", "a", False), ("b", "t1", "b", D, "IDENTITY", "b", False),
+             ("c", "t2", "c", D, "IDENTITY", "c", False), ("d", "t3", "d", D, "IDENTITY", "d", False)], (-1, 0),
+            fields_only=True,
+            every_field=[
+                ("t1", "a", IND, "JOIN", ("INNER JOIN ON (tmp.a = tmp2.a)",)),
+                ("t2", "a", IND, "JOIN", ("INNER JOIN ON (tmp.a = tmp2.a)",)),
+                ("t3", "a", IND, "JOIN", (f"INNER JOIN ON (tmp3.a = {Q}t3.a)", f"INNER JOIN ON (tmp.a = {Q}t3.a)")),
+                ("t1", "b", IND, "FILTER",
+                 (f"WHERE ((({Q}t1.b IS NOT NULL) AND ({Q}t1.b = '1')) AND (tmp.a IS NOT NULL))",)),
+                ("t2", "c", IND, "FILTER",
+                 (f"WHERE ((({Q}t2.c IS NOT NULL) AND ({Q}t2.c = 1)) AND (tmp2.a IS NOT NULL))",)),
+                ("t3", "d", IND, "SORT", (f"SORT BY {Q}t3.d ASC NULLS FIRST",))]),
+]
+
+
 def _column_lineage(spark: Any, capture: Any, tmp: str, case: JvmCase) -> Any:
-    for table in ("t1", "t2"):
+    for table in ("t1", "t2", "t3"):
         spark.sql(f"DROP TABLE IF EXISTS {table}")
     for table, columns in case.tables.items():
         spark.sql(f"CREATE TABLE {table} ({columns}) USING parquet LOCATION '{tmp}/{table}'")
     try:
         calls = capture.run(lambda: spark.sql(case.query).write.parquet(f"{tmp}/out"))
-        conf = {P + "descriptionsEnabled": "true", P + "datasetLineageEnabled": "true"}
+        conf = {P + "descriptionsEnabled": "true", P + "datasetLineageEnabled": str(not case.fields_only).lower()}
         return action_lineage(calls[-1][1], conf).outputs[0].facets["columnLineage"]
     finally:
         for table in case.tables:
@@ -164,6 +215,9 @@ def test_their_column_lineage_table(spark, qe_capture, workdir, case):
         allowed = descriptions if isinstance(descriptions, tuple) else (descriptions,)
         assert any((table, field, kind, subtype, d, masking) in per_field.get(output, set()) for d in allowed), (
             output, table, field, kind, subtype, per_field.get(output))
+    for table, field, kind, subtype, descriptions in case.every_field:
+        for output, found in per_field.items():
+            assert any((table, field, kind, subtype, d, False) in found for d in descriptions), (output, found)
     dataset = _found(facet.dataset or [])
     for table, field, kind, subtype, description in case.dataset:
         assert (table, field, kind, subtype, description, False) in dataset, dataset

@@ -37,6 +37,8 @@ Transformation = tuple[str, str, str, bool]
 #: ExprId as (id, jvmId) so attributes of two JVMs' plans never collide
 ExprId = tuple[int, str]
 Field = tuple[str, str, str]  # (namespace, dataset name, field)
+#: id() of a Spark 3.5 InMemoryRelation -> the logical plans it was built from, each with its JVM objects
+CachedPlans = Mapping[int, list[tuple[PlanNode, plan_tree.JvmNodes]]]
 
 #: the JVM's ``TransformationInfo.Subtypes`` order of the DIRECT subtypes: the lower one wins a merge
 _DIRECT_ORDER = {"AGGREGATION": 0, "TRANSFORMATION": 1, "IDENTITY": 2}
@@ -106,9 +108,10 @@ def _steps(tree: PlanNode) -> Iterable[tuple[PlanNode, Transformation]]:
 
 class _Builder:
     def __init__(self, nodes: plan_tree.JvmNodes, leaves: Mapping[ExprId, list[Field]], descriptions: bool,
-                 cached_plans: Mapping[int, list[PlanNode]]) -> None:
+                 cached_plans: CachedPlans) -> None:
         self._nodes = nodes
-        self._cached_plans = cached_plans  # Spark 3.5: id() of an InMemoryRelation -> the plans it was built from
+        # Spark 3.5: id() of an InMemoryRelation -> the plans it was built from, with their own JVM objects
+        self._cached_plans = cached_plans
         self._leaves = leaves  # input attribute -> the (namespace, name, field)s it reads
         self._descriptions = descriptions
         self.direct: dict[ExprId, list[tuple[ExprId, Transformation]]] = {}
@@ -221,10 +224,17 @@ class _Builder:
         is the plan's output at the same position: a renamed column or a second use of the cache (a self-join)
         has ids of its own. (The JVM maps them by name from the CacheManager's plan.)"""
         depth = len(node.path) + 1
-        plans = [t for t in _expressions(node, "cacheBuilder") if t.path[depth:] == (("f", "logicalPlan"),)]
-        plans = plans or list(self._cached_plans.get(id(node), []))
-        for plan in plans:
-            self.visit(plan)
+        kept = [(t, self._nodes) for t in _expressions(node, "cacheBuilder")
+                if t.path[depth:] == (("f", "logicalPlan"),)]
+        with_nodes = kept or list(self._cached_plans.get(id(node), []))
+        outer = self._nodes
+        try:
+            for plan, nodes in with_nodes:
+                self._nodes = nodes  # a 3.5 cached plan's paths start at its own root (for descriptions)
+                self.visit(plan)
+        finally:
+            self._nodes = outer
+        plans = [plan for plan, _ in with_nodes]
         below = [ident for ident, _ in _output(plans[0])] if len(plans) == 1 else []
         for i, (target, _) in enumerate(_named_ids(_relation_output(node))):
             if i < len(below) and below[i] != target:
@@ -360,7 +370,7 @@ def _input_fields(per_input: Mapping[Field, list[Transformation]]) -> list[cl.In
 
 def build(nodes: plan_tree.JvmNodes, root: PlanNode, leaves: Mapping[ExprId, list[Field]], field_names: list[str],
           descriptions: bool = False, dataset_lineage: bool = True,
-          cached_plans: Mapping[int, list[PlanNode]] | None = None) -> cl.ColumnLineageDatasetFacet | None:
+          cached_plans: CachedPlans | None = None) -> cl.ColumnLineageDatasetFacet | None:
     """The facet for the output whose schema names are ``field_names`` (positional over the query output);
     ``nodes``: the JVM objects of ``root``'s plan (read only for descriptions); ``descriptions`` and
     ``dataset_lineage``: the JVM's ``columnLineage.descriptionsEnabled`` / ``datasetLineageEnabled``."""

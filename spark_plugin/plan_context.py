@@ -65,8 +65,13 @@ class PlanContext:
         #: ``id()``: a cached plan's nodes have paths of their own) -> the logical plans its physical plan was planned
         #: from, and the relations read there with their datasets (for column lineage; see
         #: :func:`spark_plugin.plan_inputs._in_memory_relation`)
-        self.cached_plans: dict[int, list[PlanNode]] = {}
+        self.cached_plans: dict[int, list[tuple[PlanNode, plan_tree.JvmNodes]]] = {}
         self.cached_reads: list[tuple[PlanNode, list[RawDataset]]] = []
+
+    @property
+    def nodes(self) -> plan_tree.JvmNodes:
+        """The JVM objects of this context's plan, by path."""
+        return self._nodes
 
     def jvm_node(self, node: PlanNode) -> Any:
         """The JVM object of a node of the optimized plan."""

@@ -233,7 +233,7 @@ def _in_memory_relation(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
         sub_ctx = PlanContext(ctx.qe, sub_root, jlogical, ctx.conf)
         # one record for the action, whatever the depth (a cache of a cached DataFrame)
         sub_ctx.cached_plans, sub_ctx.cached_reads = ctx.cached_plans, ctx.cached_reads
-        ctx.cached_plans.setdefault(id(node), []).append(sub_root)
+        ctx.cached_plans.setdefault(id(node), []).append((sub_root, sub_ctx.nodes))
         for sub in plan_tree.walk(sub_root):
             handler = INPUT_HANDLERS.get(sub.name)
             if handler is not None:

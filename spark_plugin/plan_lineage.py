@@ -306,7 +306,7 @@ class LogicalPlanRunFacet(RunFacet):
 
 def _with_column_lineage(output: Dataset, nodes: plan_tree.JvmNodes, root: PlanNode,
                          read_by: list[tuple[PlanNode, list[RawDataset]]], facets: _FacetBuilder,
-                         cached_plans: Mapping[int, list[PlanNode]]) -> Dataset:
+                         cached_plans: Mapping[int, list[tuple[PlanNode, plan_tree.JvmNodes]]]) -> Dataset:
     """``output`` with the ``columnLineage`` facet (see :mod:`spark_plugin.column_lineage`); as it was when
     the plan cannot be traced. ``cached_plans``: :attr:`PlanContext.cached_plans`."""
     from spark_plugin import column_lineage

@@ -234,11 +234,10 @@ class _Builder:
                 self.visit(plan)
         finally:
             self._nodes = outer
-        plans = [plan for plan, _ in with_nodes]
-        below = [ident for ident, _ in _output(plans[0])] if len(plans) == 1 else []
-        for i, (target, _) in enumerate(_named_ids(_relation_output(node))):
-            if i < len(below) and below[i] != target:
-                self.direct.setdefault(target, []).append((below[i], IDENTITY))
+        below = [ident for ident, _ in _output(with_nodes[0][0])] if len(with_nodes) == 1 else []
+        for (target, _), source in zip(_named_ids(_relation_output(node)), below):
+            if source != target:
+                self.direct.setdefault(target, []).append((source, IDENTITY))
 
     def _expand(self, node: PlanNode) -> None:
         """ROLLUP / CUBE / GROUPING SETS: each output attribute is, in each of the projections, the expression at

@@ -312,15 +312,15 @@ def _with_column_lineage(output: Dataset, nodes: plan_tree.JvmNodes, root: PlanN
     from spark_plugin import column_lineage
 
     try:
+        names = [f.name for f in output.facets["schema"].fields]
+        if len(names) > facets.number("columnLineage.schemaSizeLimit", SCHEMA_SIZE_LIMIT):
+            return output  # the JVM's limit: no column lineage for wider outputs (checked before any work)
         leaves: dict = {}  # a relation's attribute -> the input fields it reads, from each of its datasets
         for node, raws in read_by:
             for raw in raws:
                 found = column_lineage.leaf_fields(node, raw.namespace, facets._name(raw.name), raw.columns)
                 for ident, fields in found.items():
                     leaves.setdefault(ident, []).extend(fields)
-        names = [f.name for f in output.facets["schema"].fields]
-        if len(names) > facets.number("columnLineage.schemaSizeLimit", SCHEMA_SIZE_LIMIT):
-            return output  # the JVM's limit: no column lineage for wider outputs
         # the JVM's defaults: descriptions off, dataset-wide inputs in the facet's `dataset` list
         facet = column_lineage.build(nodes, root, leaves, names,
                                      descriptions=facets.flag("columnLineage.descriptionsEnabled", False),

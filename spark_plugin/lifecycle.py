@@ -55,6 +55,9 @@ RDD_JOB_TYPE = JobType("RDD_JOB", "SPARK", "BATCH")
 #: ``onFailure`` calls that are not executions: Spark 4 reports analysis errors too, the JVM integration
 #: emits nothing for them (no SQL execution ever started).
 NOT_EXECUTIONS = frozenset({"analyze"})
+#: The QueryPlanningTracker phase recorded once an action's physical plan exists (Spark records a phase only
+#: when it completes): an action that failed without it never ran a Spark job.
+PLANNED_PHASE = "planning"
 
 #: Longest wait for Spark to hand over the listener calls of actions that already ran (at stop and exit).
 LISTENER_WAIT_S = 2.0
@@ -87,6 +90,17 @@ def _without_disabled(record: RunRecord, disabled: frozenset[str]) -> RunRecord:
     from spark_plugin.facets import without_disabled  # imports openlineage-python: never on instrument's path
 
     return without_disabled(record, disabled)
+
+
+def _planned(qe: Any) -> bool:
+    """Whether the failed action behind ``qe`` got as far as a physical plan. One that failed in analysis,
+    optimization or planning (an ANSI cast of a constant folded by the optimizer) ran nothing: no event, as
+    for an analysis error. Its plans must not be read either: each read would run the failing phase again,
+    and PySpark logs every Spark error raised through py4j on the host's stderr."""
+    try:
+        return bool(qe.tracker().phases().contains(PLANNED_PHASE))
+    except Exception:  # noqa: BLE001 - a Spark without the tracker's phases: read the plan as before
+        return True
 
 
 def _without_io_facets(datasets: tuple[Dataset, ...]) -> tuple[Dataset, ...]:
@@ -251,7 +265,7 @@ class Application:
         from spark_plugin import plan_lineage  # looked up per call: tests swap ``action_lineage``
 
         tracked = self.guard.call("execution poll", self._poll.take, captured.qe) if self._poll else None
-        if captured.failed and captured.func_name in NOT_EXECUTIONS:
+        if captured.failed and (captured.func_name in NOT_EXECUTIONS or not _planned(captured.qe)):
             return []
         if tracked is None:
             self._count(debug_facets.SQL_START)  # the poll did not see it start

@@ -51,6 +51,16 @@ def analysis_error(spark: Any, workdir: str) -> None:
         spark.sql("SELECT * FROM no_such_table").collect()
 
 
+def optimizer_error(spark: Any, workdir: str) -> None:
+    """Fails in the optimizer (constant folding of an ANSI cast), after analysis and before any Spark job."""
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        with pytest.raises(Exception, match="CAST_INVALID_INPUT"):
+            spark.sql("SELECT CAST('x' AS INT) AS c").write.mode("overwrite").parquet(f"{workdir}/lake/orders")
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+
+
 def run_captured(spark: Any, workdir: str, action: Callable[[Any, str], None],
                  conf: dict[str, str] | None = None) -> tuple[list[dict], Any]:
     """Instrument with a file transport, run ``action``, uninstrument; the validated events and the app."""
@@ -158,6 +168,7 @@ SCENARIOS = [
     ("action_fails", {}, failing_write,
      [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("FAIL", WRITE_JOB), ("COMPLETE", APP)]),
     ("analysis_error_not_emitted", {}, analysis_error, [("START", APP), ("COMPLETE", APP)]),
+    ("optimizer_error_not_emitted", {}, optimizer_error, [("START", APP), ("COMPLETE", APP)]),
     # the JVM's filter.rddEventsDisabled: an RDD-only job (here a saveAsTextFile) gets no run; SQL actions still do
     ("rdd_events_disabled", {"spark.openlineage.filter.rddEventsDisabled": "true"}, rdd_save_then_write,
      [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("COMPLETE", WRITE_JOB), ("COMPLETE", APP)]),
@@ -243,6 +254,35 @@ def test_jobs_spark_runs_inside_a_read(spark, workdir, name, conf, setup, read, 
     assert jobs == [(t, j, k, [i.format(wd=workdir) for i in ins]) for t, j, k, ins in expected]
     assert all(e["outputs"] == [] for e in events if e["job"]["facets"]["jobType"]["jobType"] == "RDD_JOB")
     assert not app.guard.failures
+
+
+def test_actions_failing_before_their_plan_exists_cost_no_lineage(spark, workdir):
+    """Failures in the optimizer, more than the guard's streak that would switch lineage off: no event, no
+    lineage failure, the next write still reported, and no plan read that makes PySpark log the error again
+    (PySpark 4 logs every Spark error raised through py4j: only the application's own six failing calls do)."""
+    optimizer_error(spark, workdir)  # PySpark creates its error logger on the first error it converts
+    errors: list[logging.LogRecord] = []
+    counter = logging.Handler()
+    counter.emit = errors.append  # type: ignore[method-assign]
+    error_logger = logging.getLogger("SQLQueryContextLogger")
+    error_logger.addHandler(counter)
+    optimizer_error(spark, workdir)
+    per_failure = len(errors)  # what PySpark logs for one failing call of the application: 1 on 4.x, 0 on 3.5
+    errors.clear()
+
+    def actions(spark: Any, workdir: str) -> None:
+        for _ in range(6):
+            optimizer_error(spark, workdir)
+        write_orders(spark, workdir)
+
+    try:
+        events, app = run_captured(spark, workdir, actions)
+    finally:
+        error_logger.removeHandler(counter)
+    assert kinds(events) == [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("COMPLETE", WRITE_JOB),
+                             ("COMPLETE", APP)]
+    assert not app.guard.failures
+    assert len(errors) == 6 * per_failure
 
 
 def test_json_schema_inference_is_an_rdd_job(spark, workdir):

@@ -204,7 +204,7 @@ def _files_as_directories(app: Application, qe: Any, inputs: tuple[Dataset, ...]
     """``inputs`` with each streaming file relation's single file named by its directory instead: what a batch
     of several files is named, and true of whichever batch read it (see :func:`batch_records`)."""
     from spark_plugin import plan_lineage, plan_tree
-    from spark_plugin.plan_context import PlanContext, path_raw
+    from spark_plugin.plan_context import PlanContext, hadoop_uri, path_raw
 
     jplan = qe.optimizedPlan()
     root = plan_tree.parse_plan(jplan)
@@ -215,10 +215,11 @@ def _files_as_directories(app: Application, qe: Any, inputs: tuple[Dataset, ...]
         if node.name != "LogicalRelation" or node.fields.get("isStreaming") is not True:
             continue
         paths = ctx.jvm_node(node).relation().location().rootPaths()
-        if paths.size() != 1 or not ctx.is_file(paths.apply(0).toString()):
+        path = hadoop_uri(paths.apply(0).toString())
+        if paths.size() != 1 or not ctx.is_file(path):
             continue
-        file = path_raw(paths.apply(0).toString())
-        directory = path_raw(paths.apply(0).toString().rsplit("/", 1)[0])
+        file = path_raw(path)
+        directory = path_raw(path.rsplit("/", 1)[0])
         renames[(file.namespace, facets._name(file.name))] = (directory.namespace, facets._name(directory.name))
     out: dict[tuple[str, str], Dataset] = {}
     for ds in inputs:

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from emitter.naming.jdbc import jdbc_dataset, jdbc_namespace
 from emitter.naming.jobs import normalize_name, safe_namespace
-from emitter.naming.paths import path_dataset, trim_partitions
+from emitter.naming.paths import escape_literal_path, path_dataset, trim_partitions
 from emitter.naming.snowflake import snowflake_namespace
 from emitter.naming.sqlserver import SQLSERVER_DEFAULT_PORT, sqlserver_dataset_name, sqlserver_namespace
 
 __all__ = [
     "SQLSERVER_DEFAULT_PORT",
+    "escape_literal_path",
     "path_dataset",
     "trim_partitions",
     "jdbc_namespace",

@@ -89,6 +89,14 @@ def path_dataset(path_or_uri: str) -> tuple[str, str]:
     return namespace, _strip_trailing_slash(name)
 
 
+def escape_literal_path(path: str) -> str:
+    """A path string that is not percent-encoded (Hadoop's ``Path.toString()``, a path as an application gave
+    it to Hadoop) in the form :func:`path_dataset` reads: in a URI (which it percent-decodes, as Java's
+    ``URI.getPath()``) ``%`` is escaped, so a folder named ``p%41`` keeps its name; a plain path is read as is."""
+    m = _URI.match(path)
+    return path.replace("%", "%25") if m is not None and len(m.group("scheme")) > 1 else path
+
+
 def _file_uri(rest: str) -> tuple[str, str]:
     # file:/x, file:///x, file://localhost/x -> local; file://host/x -> remote file system
     path = rest.split("?", 1)[0].split("#", 1)[0]

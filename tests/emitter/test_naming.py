@@ -7,6 +7,7 @@ import os
 import pytest
 
 from emitter.naming import (
+    escape_literal_path,
     jdbc_dataset,
     jdbc_namespace,
     normalize_name,
@@ -73,6 +74,24 @@ PATHS = [
 @pytest.mark.parametrize(("uri", "expected"), PATHS)
 def test_path_dataset(uri: str, expected: tuple[str, str]) -> None:
     assert path_dataset(uri) == expected
+
+
+@pytest.mark.parametrize(
+    "literal, expected",
+    [
+        # Hadoop's Path.toString(): not percent-encoded; the name is the folder's, `%` and all
+        ("file:/data/p%41 x/out", ("file", "/data/p%41 x/out")),
+        ("file:/data/k=a%2Fb", ("file", "/data/k=a%2Fb")),
+        ("hdfs://nn:8020/w/100%", ("hdfs://nn:8020", "/w/100%")),
+        ("s3a://bucket/a%20b", ("s3://bucket", "a%20b")),
+        # a plain path is never decoded: as it is
+        ("/data/p%41", ("file", "/data/p%41")),
+        ("C:/data/p%41", ("file", os.path.abspath("C:/data/p%41"))),
+        ("file:/data/plain", ("file", "/data/plain")),
+    ],
+)
+def test_literal_paths_keep_their_percent_signs(literal: str, expected: tuple[str, str]) -> None:
+    assert path_dataset(escape_literal_path(literal)) == expected
 
 
 PARTITIONS = [

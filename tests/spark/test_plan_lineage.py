@@ -92,6 +92,16 @@ CASES = [
     Case("rdd_of_local_data_reads_nothing", "",
          "spark.createDataFrame(spark.sparkContext.parallelize([(1,), (2,)]), 'k int').write.parquet('{tmp}/out/l')",
          [f"{W}.out_l"], [], [Ds("file", "{tmp}/out/l", ("k:integer",))], row_count=2),
+    # a folder name as on disk, `%` included: Hadoop's path strings are not percent-encoded (its URIs are)
+    Case("folder_names_with_percent_and_space", SRC.replace("in/src", "in/p%41 x"),
+         "spark.read.parquet('{tmp}/in/p%41 x').write.parquet('{tmp}/out/q%42 y')",
+         [f"{W}.out_q%42 y"], [Ds("file", "{tmp}/in/p%41 x", SCHEMA_KV)], [Ds("file", "{tmp}/out/q%42 y", SCHEMA_KV)]),
+    Case("rdd_reads_in_a_percent_folder", SRC.replace("in/src", "in/p%41 x")
+         + "; import os; os.makedirs('{tmp}/in/t%41'); open('{tmp}/in/t%41/a.txt', 'w').write('x\\n')",
+         "spark.createDataFrame(spark.read.parquet('{tmp}/in/p%41 x').rdd.map(lambda r: (r.value,)).union("
+         "spark.sparkContext.textFile('{tmp}/in/t%41').map(lambda l: (l,))), 'v string').write.parquet('{tmp}/out/u')",
+         [f"{W}.out_u"], [Ds("file", "{tmp}/in/t%41"), Ds("file", "{tmp}/in/p%41 x")],
+         [Ds("file", "{tmp}/out/u", ("v:string",))], row_count=3),
     Case("single_csv_file_is_named_by_the_file",
          "import os; os.makedirs('{tmp}/in'); open('{tmp}/in/one.csv', 'w').write('1,a\\n')",
          "spark.read.schema('_c0 string, _c1 string').csv('{tmp}/in/one.csv').write.parquet('{tmp}/out/one')",

@@ -285,6 +285,20 @@ def test_actions_failing_before_their_plan_exists_cost_no_lineage(spark, workdir
     assert len(errors) == 6 * per_failure
 
 
+def test_rdd_job_names_folders_as_on_disk(spark, workdir):
+    """An RDD-only job's input (the Hadoop input directory) and output (the path given to saveAsTextFile) are
+    named as the folders Hadoop made of those strings: `%` is not an escape there."""
+    Path(f"{workdir}/in/t%41").mkdir(parents=True)
+    Path(f"{workdir}/in/t%41/a.txt").write_text("x\n")
+    events, _ = run_captured(spark, workdir, lambda s, wd: s.sparkContext.textFile(f"{wd}/in/t%41").map(
+        str.upper).saveAsTextFile(f"{wd}/out/s%42 y"))
+    assert Path(f"{workdir}/out/s%42 y/_SUCCESS").exists()
+    (end,) = [e for e in events
+              if e["eventType"] == "COMPLETE" and e["job"]["facets"]["jobType"]["jobType"] == "RDD_JOB"]
+    assert [(d["namespace"], d["name"]) for d in end["inputs"]] == [("file", f"{workdir}/in/t%41")]
+    assert [(d["namespace"], d["name"]) for d in end["outputs"]] == [("file", f"{workdir}/out/s%42 y")]
+
+
 def test_json_schema_inference_is_an_rdd_job(spark, workdir):
     """JSON schema inference scans the files outside any SQL execution: one RDD job, named from its RDDs as the
     JVM names them, reading the directory."""

@@ -2,9 +2,10 @@
 
 spark-submit copies the Python driver's stderr into its stdout, so a Python warning printed by logging's
 last-resort handler lands in the application's output. While an application is instrumented, the plugin's
-loggers (``spark_plugin``, ``emitter``) get one :class:`Log4jHandler`: when the host has configured no Python
-logging (no handler on the root logger), each record goes to the JVM's log4j logger ``lineage_capture``, so
-it appears formatted like Spark's lines, obeys ``sc.setLogLevel`` and the application's log4j configuration.
+loggers (``spark_plugin``, ``emitter``) and openlineage-python's get one :class:`Log4jHandler`: when the host
+has configured no Python logging (no handler on the root logger), each record goes to the JVM's log4j logger
+``lineage_capture``, so it appears formatted like Spark's lines, obeys ``sc.setLogLevel`` and the
+application's log4j configuration.
 When the host did configure Python logging, records propagate to its handlers as usual and nothing else is
 written. Without a reachable JVM (it stopped) a record falls back to one stderr line.
 
@@ -19,8 +20,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-#: The loggers of ours that log inside a Spark driver.
-LOGGERS = ("spark_plugin", "emitter")
+#: The loggers that log inside a Spark driver for the plugin: ours, and openlineage-python's (its transports and
+#: helpers warn through logging too: a bad transport class name, a failed request).
+LOGGERS = ("spark_plugin", "emitter", "openlineage")
 #: The log4j (slf4j) logger name our records are written under.
 JVM_LOGGER = "lineage_capture"
 
@@ -61,8 +63,13 @@ def install(jvm: Any) -> None:
     """Attach the log4j handler to our loggers (idempotent; the first application's JVM is used)."""
     if _state["handler"] is not None:
         return
+    from emitter.log import RedactingFilter
+
     handler = Log4jHandler(jvm)
     handler.setFormatter(logging.Formatter("%(message)s"))
+    # here as well as on the loggers: a module logger openlineage-python creates after the plugin started (its
+    # modules are imported on a thread meanwhile) has no filter of its own
+    handler.addFilter(RedactingFilter())
     _state["handler"] = handler
     for name in LOGGERS:
         logging.getLogger(name).addHandler(handler)

@@ -128,6 +128,19 @@ def test_the_driver_main_thread_never_imports_openlineage_python(workdir, hook_p
         assert event["run"]["facets"]["processing_engine"]["name"] == "spark"
 
 
+def test_a_transport_that_cannot_be_built_leaves_the_output_alone(workdir, hook_pythonpath, class_archive,
+                                                                   isolated_lineage_env):
+    """A transport type with a typo: one warning where Spark's go (before the app's setLogLevel), the
+    application's output untouched: openlineage-python's own warning about the class it could not import goes
+    there too, not to the driver's stderr (which spark-submit prints as the application's output)."""
+    result = submit(workdir, "stop", {**ON, "spark.openlineage.transport.type": "htpp"}, hook_pythonpath,
+                    class_archive, isolated_lineage_env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "rows: 5"
+    ours = [line for line in result.stderr.splitlines() if " lineage_capture: " in line]
+    assert len(ours) == 2 and "cannot build the 'htpp' OpenLineage transport" in ours[-1], ours
+
+
 def test_not_enabled_nothing_is_preloaded(workdir, hook_pythonpath, class_archive, isolated_lineage_env):
     """Without ``spark.openlineage.python.enabled`` the context's creation starts no preload: openlineage-python is
     never imported, nothing is written."""

@@ -93,10 +93,11 @@ def _without_disabled(record: RunRecord, disabled: frozenset[str]) -> RunRecord:
 
 
 def _planned(qe: Any) -> bool:
-    """Whether the failed action behind ``qe`` got as far as a physical plan. One that failed in analysis,
-    optimization or planning (an ANSI cast of a constant folded by the optimizer) ran nothing: no event, as
-    for an analysis error. Its plans must not be read either: each read would run the failing phase again,
-    and PySpark logs every Spark error raised through py4j on the host's stderr."""
+    """Whether the action behind ``qe`` got as far as a physical plan. A failed one that did not (an error in
+    analysis, optimization or planning, such as an ANSI cast of a constant the optimizer folds) ran nothing:
+    no event, as for an analysis error. Nor is a plan read before it exists: the read would wait for the
+    optimizer, run a failed phase again, and PySpark 4 logs every Spark error raised through py4j on the
+    host's stderr."""
     try:
         return bool(qe.tracker().phases().contains(PLANNED_PHASE))
     except Exception:  # noqa: BLE001 - a Spark without the tracker's phases: read the plan as before
@@ -413,6 +414,8 @@ class Application:
         records: list[RunRecord] = []
         for tracked in new:
             self._count(debug_facets.SQL_START)
+            if not _planned(tracked.qe):  # still optimizing (the read would wait for it, and raise if it fails)
+                continue  # reported at its end, as a short action is
             try:  # strict: a plan not fully readable yet (a table created by this very action) waits for the end
                 with debug_facets.recording(self.metrics):
                     lineage = plan_lineage.action_lineage(tracked.qe, self.spark_conf, strict=True)

@@ -6,7 +6,9 @@ each RDD's name, or its class without ``RDD`` in snake case, joined with its dep
 its inputs from the RDD's lineage and its output from the Hadoop output path. From Python, the actions of
 ``pyspark.RDD`` are where such jobs start: :func:`install` wraps the few that submit Spark jobs
 (``collect`` (``count``, ``sum``, ``foreach``... end there), ``SparkContext.runJob`` (``take``, ``first``),
-``saveAsTextFile``, ``saveAsPickleFile``). On the calling thread a wrapper only notes the RDD, the output
+``saveAsTextFile``, ``saveAsPickleFile``, the Hadoop saves: ``saveAsHadoopFile``, ``saveAsNewAPIHadoopFile``,
+``saveAsSequenceFile`` and the ``...Dataset`` forms, whose output directory is in their configuration). On the
+calling thread a wrapper only notes the RDD, the output
 path, the Spark job ids the action used and the time (two py4j calls); naming, the lineage walk and the
 statistics (the jobs' stage metrics from Spark's status store) happen on the worker.
 
@@ -28,6 +30,8 @@ import attrs
 MAX_NAME = 100
 
 _state: dict[str, Any] = {"installed": False, "apps": None}
+#: Where a Hadoop job configuration names its output directory (new API, old API).
+_OUTPUT_DIR_KEYS = ("mapreduce.output.fileoutputformat.outputdir", "mapred.output.dir")
 _local = threading.local()  # an action running on this thread (nested actions are its own jobs)
 
 
@@ -69,13 +73,25 @@ def install(find_app: Any) -> None:
         base, layers = _python_base(rdd, force_python=True)
         return base, ("map_partitions", "map_partitions", *layers), str(path) if path is not None else None
 
+    def layers_hadoop_dataset(rdd: Any, args: tuple, kwargs: dict) -> tuple[Any, tuple[str, ...], str | None]:
+        # saveAsHadoopDataset / saveAsNewAPIHadoopDataset: the output directory is in the job configuration
+        conf = (args[0] if args else kwargs.get("conf")) or {}
+        path = next((conf[key] for key in _OUTPUT_DIR_KEYS if conf.get(key)), None)
+        base, layers = _python_base(rdd, force_python=True)
+        return base, ("map_partitions", "map_partitions", *layers), str(path) if path is not None else None
+
     def layers_run_job(sc: Any, args: tuple, kwargs: dict) -> tuple[Any, tuple[str, ...], str | None]:
         rdd = args[0] if args else kwargs.get("rdd")
         base, layers = _python_base(rdd, force_python=True)
         return base, layers, None
 
-    for owner, name, describe in ((RDD, "collect", layers_collect), (RDD, "saveAsTextFile", layers_save),
-                                  (RDD, "saveAsPickleFile", layers_save),
+    # the Hadoop saves go through PythonRDD.saveAs*: pythonToPairRDD's mapPartitions, then convertRDD's map, the
+    # RDD Spark's writer runs its job on (the key and value classes, when not given, are inferred by a first()
+    # before it: one more Spark job of the same action)
+    saves = ("saveAsTextFile", "saveAsPickleFile", "saveAsHadoopFile", "saveAsNewAPIHadoopFile", "saveAsSequenceFile")
+    for owner, name, describe in ((RDD, "collect", layers_collect), *((RDD, save, layers_save) for save in saves),
+                                  (RDD, "saveAsHadoopDataset", layers_hadoop_dataset),
+                                  (RDD, "saveAsNewAPIHadoopDataset", layers_hadoop_dataset),
                                   (SparkContext, "runJob", layers_run_job)):
         original = getattr(owner, name)
         setattr(owner, name, _wrap(original, describe, context_of=(lambda obj: obj) if owner is SparkContext

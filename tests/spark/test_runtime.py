@@ -299,6 +299,43 @@ def test_rdd_job_names_folders_as_on_disk(spark, workdir):
     assert [(d["namespace"], d["name"]) for d in end["outputs"]] == [("file", f"{workdir}/out/s%42 y")]
 
 
+#: RDD saves through Hadoop output formats (PySpark's PythonRDD.saveAs*): (id, the save of `rdd` into `out`)
+HADOOP_SAVES = [
+    ("sequence_file", lambda rdd, out: rdd.saveAsSequenceFile(out)),
+    ("hadoop_file", lambda rdd, out: rdd.saveAsHadoopFile(out, "org.apache.hadoop.mapred.TextOutputFormat")),
+    ("new_api_hadoop_file", lambda rdd, out: rdd.saveAsNewAPIHadoopFile(
+        out, "org.apache.hadoop.mapreduce.lib.output.TextOutputFormat")),
+    ("new_api_hadoop_dataset", lambda rdd, out: rdd.saveAsNewAPIHadoopDataset({
+        "mapreduce.output.fileoutputformat.outputdir": out,
+        "mapreduce.job.outputformat.class": "org.apache.hadoop.mapreduce.lib.output.TextOutputFormat",
+        "mapreduce.job.output.key.class": "org.apache.hadoop.io.Text",
+        "mapreduce.job.output.value.class": "org.apache.hadoop.io.IntWritable"})),
+    ("hadoop_dataset", lambda rdd, out: rdd.saveAsHadoopDataset({
+        "mapred.output.dir": out, "mapred.output.format.class": "org.apache.hadoop.mapred.TextOutputFormat",
+        "mapred.output.key.class": "org.apache.hadoop.io.Text",
+        "mapred.output.value.class": "org.apache.hadoop.io.IntWritable"})),
+]
+
+
+@pytest.mark.parametrize("name,save", HADOOP_SAVES, ids=[c[0] for c in HADOOP_SAVES])
+def test_rdd_saves_through_hadoop_output_formats(spark, workdir, name, save):
+    """Each is an RDD job as saveAsTextFile is: START and COMPLETE, the input directory, the output directory
+    (from the configuration for the ...Dataset forms) with its row count."""
+    Path(f"{workdir}/in").mkdir()
+    Path(f"{workdir}/in/a.txt").write_text("x\ny\n")
+    events, app = run_captured(spark, workdir, lambda s, wd: save(
+        s.sparkContext.textFile(f"{wd}/in").map(lambda line: (line, 1)), f"{wd}/out"))
+    assert list(Path(f"{workdir}/out").glob("part-*"))
+    jobs = [e for e in events if e["job"]["facets"]["jobType"]["jobType"] == "RDD_JOB"]
+    assert [(e["eventType"], e["job"]["name"]) for e in jobs] == [
+        (kind, f"{APP}.map_partitions_python_map_partitions_hadoop") for kind in ("START", "COMPLETE")]
+    end = jobs[-1]
+    assert [(d["namespace"], d["name"]) for d in end["inputs"]] == [("file", f"{workdir}/in")]
+    assert [(d["namespace"], d["name"], d["outputFacets"]["outputStatistics"]["rowCount"]) for d in end["outputs"]] \
+        == [("file", f"{workdir}/out", 2)]
+    assert not app.guard.failures
+
+
 def test_json_schema_inference_is_an_rdd_job(spark, workdir):
     """JSON schema inference scans the files outside any SQL execution: one RDD job, named from its RDDs as the
     JVM names them, reading the directory."""

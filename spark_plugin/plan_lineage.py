@@ -7,6 +7,7 @@ relation and per output (each ~40 us), never a node-by-node walk.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -26,6 +27,7 @@ from openlineage.client.facet_v2 import (
 from py4j.protocol import Py4JJavaError
 
 from emitter import naming
+from emitter.naming.resolvers import NamespaceResolver, java_regex, namespace_resolvers, resolve_namespace
 from emitter.records import Dataset
 from spark_plugin import plan_tree
 from spark_plugin.facets import UNKNOWN_TIME, timed  # the debug facet's timer (a no-op unless it is on)
@@ -318,7 +320,8 @@ def _with_column_lineage(output: Dataset, nodes: plan_tree.JvmNodes, root: PlanN
         leaves: dict = {}  # a relation's attribute -> the input fields it reads, from each of its datasets
         for node, raws in read_by:
             for raw in raws:
-                found = column_lineage.leaf_fields(node, raw.namespace, facets._name(raw.name), raw.columns)
+                found = column_lineage.leaf_fields(node, facets.namespace(raw.namespace), facets._name(raw.name),
+                                                   raw.columns)
                 for ident, fields in found.items():
                     leaves.setdefault(ident, []).extend(fields)
         # the JVM's defaults: descriptions off, dataset-wide inputs in the facet's `dataset` list
@@ -420,9 +423,31 @@ def _flag(conf: Mapping[str, str], key: str, default: bool) -> bool:
     return default if value is None else str(value).strip().lower() == "true"
 
 
-def _java_regex(pattern: str) -> re.Pattern[str]:
-    # Java named groups (?<name>...) -> Python (?P<name>...); lookbehinds (?<= (?<! untouched
-    return re.compile(re.sub(r"\(\?<(?=[A-Za-z])", "(?P<", pattern))
+#: ``spark.openlineage.dataset.namespaceResolvers.<name>.<setting>`` (the Java client's DatasetConfig).
+_RESOLVERS = _CONF + "dataset.namespaceResolvers."
+_RESOLVER_KEY = re.compile(r"(.+)\.(type|hosts|schema|regex|matchingGroup)")
+
+
+def _namespace_resolvers(conf: Mapping[str, str]) -> tuple[NamespaceResolver, ...]:
+    """The configured dataset namespace resolvers, in the order of their names."""
+    entries = tuple(sorted((k[len(_RESOLVERS):], str(v)) for k, v in conf.items() if k.startswith(_RESOLVERS)))
+    return _built_resolvers(entries) if entries else ()
+
+
+@functools.lru_cache(maxsize=8)  # per configuration: read for every action, an invalid one is warned about once
+def _built_resolvers(entries: tuple[tuple[str, str], ...]) -> tuple[NamespaceResolver, ...]:
+    config: dict[str, dict[str, str]] = {}
+    for key, value in entries:
+        m = _RESOLVER_KEY.fullmatch(key)
+        if m is not None:
+            config.setdefault(m.group(1), {})[m.group(2)] = value
+    resolvers: list[NamespaceResolver] = []
+    for name, entry in config.items():
+        try:
+            resolvers.extend(namespace_resolvers({name: entry}))
+        except ValueError as error:
+            log.warning("lineage capture: %s; it is not applied", error)
+    return tuple(resolvers)
 
 
 class _FacetBuilder:
@@ -433,7 +458,12 @@ class _FacetBuilder:
         disabled = conf.get(_CONF + "facets.disabled", "")
         self._disabled = {f.strip() for f in disabled.strip("[]").split(";") if f.strip()}
         pattern = conf.get(_CONF + "dataset.removePath.pattern")
-        self._remove = _java_regex(pattern) if pattern else None
+        self._remove = java_regex(pattern) if pattern else None
+        self._resolvers = _namespace_resolvers(conf)
+
+    def namespace(self, namespace: str) -> str:
+        """A dataset namespace as the configured resolvers name it (the JVM resolves every dataset's)."""
+        return resolve_namespace(self._resolvers, namespace) if self._resolvers else namespace
 
     def enabled(self, facet: str) -> bool:
         return facet not in self._disabled and not _flag(self._conf, f"facets.{facet}.disabled", False)
@@ -461,8 +491,9 @@ class _FacetBuilder:
     # stats: keyword arguments of OutputStatisticsOutputDatasetFacet (rowCount, size, ...)
     def dataset(self, raw: RawDataset, stats: dict[str, Any] | None = None) -> Dataset:
         facets: dict[str, Any] = {}
+        namespace = self.namespace(raw.namespace)
         if self.enabled("dataSource"):
-            facets["dataSource"] = datasource_dataset.DatasourceDatasetFacet(name=raw.namespace, uri=raw.namespace)
+            facets["dataSource"] = datasource_dataset.DatasourceDatasetFacet(name=namespace, uri=namespace)
         if raw.schema is not None and self.enabled("schema"):
             facets["schema"] = raw.schema
         if raw.symlink is not None and self.enabled("symlinks"):
@@ -488,4 +519,4 @@ class _FacetBuilder:
                 size=read.get("size"), fileCount=read.get("fileCount"))
         if stats and self.enabled("outputStatistics"):
             io_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(**stats)
-        return Dataset(raw.namespace, self._name(raw.name), facets=facets, io_facets=io_facets)
+        return Dataset(namespace, self._name(raw.name), facets=facets, io_facets=io_facets)

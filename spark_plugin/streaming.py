@@ -220,7 +220,8 @@ def _files_as_directories(app: Application, qe: Any, inputs: tuple[Dataset, ...]
             continue
         file = path_raw(path)
         directory = path_raw(path.rsplit("/", 1)[0])
-        renames[(file.namespace, facets._name(file.name))] = (directory.namespace, facets._name(directory.name))
+        renames[(facets.namespace(file.namespace), facets._name(file.name))] = (
+            facets.namespace(directory.namespace), facets._name(directory.name))
     out: dict[tuple[str, str], Dataset] = {}
     for ds in inputs:
         namespace, name = renames.get((ds.namespace, ds.name), (ds.namespace, ds.name))

@@ -336,6 +336,34 @@ def test_rdd_saves_through_hadoop_output_formats(spark, workdir, name, save):
     assert not app.guard.failures
 
 
+def test_dataset_namespace_resolvers(spark, workdir, caplog):
+    """The JVM's spark.openlineage.dataset.namespaceResolvers.*: every dataset namespace (inputs, outputs, their
+    dataSource facet, column lineage's input fields) resolved; an invalid resolver warned about once, not applied."""
+    spark.createDataFrame([(1, "a")], "k int, v string").write.parquet(f"{workdir}/in")
+    resolvers = {"spark.openlineage.dataset.namespaceResolvers.shared-fs.type": "pattern",
+                 "spark.openlineage.dataset.namespaceResolvers.shared-fs.regex": "^file$",
+                 "spark.openlineage.dataset.namespaceResolvers.bad.type": "hostLst"}
+
+    def two_writes(spark: Any, wd: str) -> None:
+        for out in ("o1", "o2"):
+            spark.read.parquet(f"{wd}/in").selectExpr("k", "upper(v) AS u").write.parquet(f"{wd}/{out}")
+
+    with caplog.at_level(logging.WARNING, logger="spark_plugin"):
+        events, app = run_captured(spark, workdir, two_writes, resolvers)
+    (end, _) = [e for e in events if e["eventType"] == "COMPLETE" and e["outputs"]]
+    (source,), (out,) = end["inputs"], end["outputs"]
+    assert (source["namespace"], source["name"], out["namespace"], out["name"]) == (
+        "shared-fs", f"{workdir}/in", "shared-fs", f"{workdir}/o1")
+    assert out["facets"]["dataSource"]["name"] == out["facets"]["dataSource"]["uri"] == "shared-fs"
+    fields = out["facets"]["columnLineage"]["fields"]
+    assert {(f["namespace"], f["name"], f["field"]) for f in fields["u"]["inputFields"]} == {
+        ("shared-fs", f"{workdir}/in", "v")}
+    assert [r.getMessage() for r in caplog.records if "resolver" in r.getMessage()] == [
+        "lineage capture: dataset namespace resolver 'bad': type 'hostLst' is not one of hostList, pattern, "
+        "patternGroup; it is not applied"]
+    assert not app.guard.failures
+
+
 def test_json_schema_inference_is_an_rdd_job(spark, workdir):
     """JSON schema inference scans the files outside any SQL execution: one RDD job, named from its RDDs as the
     JVM names them, reading the directory."""

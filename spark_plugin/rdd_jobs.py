@@ -8,9 +8,9 @@ its inputs from the RDD's lineage and its output from the Hadoop output path. Fr
 (``collect`` (``count``, ``sum``, ``foreach``... end there), ``SparkContext.runJob`` (``take``, ``first``),
 ``saveAsTextFile``, ``saveAsPickleFile``, the Hadoop saves: ``saveAsHadoopFile``, ``saveAsNewAPIHadoopFile``,
 ``saveAsSequenceFile`` and the ``...Dataset`` forms, whose output directory is in their configuration). On the
-calling thread a wrapper only notes the RDD, the output
-path, the Spark job ids the action used and the time (two py4j calls); naming, the lineage walk and the
-statistics (the jobs' stage metrics from Spark's status store) happen on the worker.
+calling thread a wrapper only notes the RDD, the output path, the Spark job ids the action used and the time
+(two py4j calls); naming, the lineage walk and the statistics (the jobs' stage metrics from Spark's status
+store) happen on the worker.
 
 As in the JVM: a job with an output gets START and COMPLETE (FAIL when it failed), ``inputStatistics`` on a
 single input and ``outputStatistics`` on the output; a job without an output only a START (the JVM's
@@ -66,28 +66,28 @@ def install(find_app: Any) -> None:
     def layers_collect(rdd: Any, args: tuple, kwargs: dict) -> tuple[Any, tuple[str, ...], str | None]:
         return _python_base(rdd) + (None,)
 
-    def layers_save(rdd: Any, args: tuple, kwargs: dict) -> tuple[Any, tuple[str, ...], str | None]:
+    def saved(rdd: Any, path: Any) -> tuple[Any, tuple[str, ...], str | None]:
         # saveAsTextFile: mapPartitionsWithIndex (a PythonRDD), .map(BytesToString), Spark's own mapPartitions;
-        # saveAsPickleFile: a PythonRDD, then saveAsObjectFile's two maps
-        path = args[0] if args else kwargs.get("path")
+        # saveAsPickleFile: a PythonRDD, then saveAsObjectFile's two maps; the Hadoop saves: a PythonRDD, then
+        # PythonRDD.saveAs*'s pythonToPairRDD (mapPartitions) and convertRDD (map), the RDD Spark's writer runs on
         base, layers = _python_base(rdd, force_python=True)
         return base, ("map_partitions", "map_partitions", *layers), str(path) if path is not None else None
+
+    def layers_save(rdd: Any, args: tuple, kwargs: dict) -> tuple[Any, tuple[str, ...], str | None]:
+        return saved(rdd, args[0] if args else kwargs.get("path"))
 
     def layers_hadoop_dataset(rdd: Any, args: tuple, kwargs: dict) -> tuple[Any, tuple[str, ...], str | None]:
         # saveAsHadoopDataset / saveAsNewAPIHadoopDataset: the output directory is in the job configuration
         conf = (args[0] if args else kwargs.get("conf")) or {}
-        path = next((conf[key] for key in _OUTPUT_DIR_KEYS if conf.get(key)), None)
-        base, layers = _python_base(rdd, force_python=True)
-        return base, ("map_partitions", "map_partitions", *layers), str(path) if path is not None else None
+        return saved(rdd, next((conf[key] for key in _OUTPUT_DIR_KEYS if conf.get(key)), None))
 
     def layers_run_job(sc: Any, args: tuple, kwargs: dict) -> tuple[Any, tuple[str, ...], str | None]:
         rdd = args[0] if args else kwargs.get("rdd")
         base, layers = _python_base(rdd, force_python=True)
         return base, layers, None
 
-    # the Hadoop saves go through PythonRDD.saveAs*: pythonToPairRDD's mapPartitions, then convertRDD's map, the
-    # RDD Spark's writer runs its job on (the key and value classes, when not given, are inferred by a first()
-    # before it: one more Spark job of the same action)
+    # (the Hadoop saves' key and value classes, when not given, are inferred by a first() before the write: one
+    # more Spark job of the same action)
     saves = ("saveAsTextFile", "saveAsPickleFile", "saveAsHadoopFile", "saveAsNewAPIHadoopFile", "saveAsSequenceFile")
     for owner, name, describe in ((RDD, "collect", layers_collect), *((RDD, save, layers_save) for save in saves),
                                   (RDD, "saveAsHadoopDataset", layers_hadoop_dataset),

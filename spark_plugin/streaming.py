@@ -215,8 +215,8 @@ def _files_as_directories(app: Application, qe: Any, inputs: tuple[Dataset, ...]
         if node.name != "LogicalRelation" or node.fields.get("isStreaming") is not True:
             continue
         paths = ctx.jvm_node(node).relation().location().rootPaths()
-        path = hadoop_uri(paths.apply(0).toString())
-        if paths.size() != 1 or not ctx.is_file(path):
+        path = hadoop_uri(paths.apply(0).toString()) if paths.size() == 1 else None
+        if path is None or not ctx.is_file(path):
             continue
         file = path_raw(path)
         directory = path_raw(path.rsplit("/", 1)[0])

@@ -226,7 +226,7 @@ class _Builder:
         depth = len(node.path) + 1
         kept = [(t, self._nodes) for t in _expressions(node, "cacheBuilder")
                 if t.path[depth:] == (("f", "logicalPlan"),)]
-        with_nodes = kept or list(self._cached_plans.get(id(node), []))
+        with_nodes = kept or self._cached_plans.get(id(node), [])
         outer = self._nodes
         try:
             for plan, nodes in with_nodes:

@@ -320,7 +320,8 @@ class Application:
         from openlineage.client.facet_v2 import input_statistics_input_dataset as input_stats
         from openlineage.client.facet_v2 import output_statistics_output_dataset as output_stats
 
-        from spark_plugin.plan_context import RawDataset, hadoop_uri, path_raw
+        from emitter import naming
+        from spark_plugin.plan_context import RawDataset, path_raw
         from spark_plugin.plan_inputs import _rdd_input_dirs
         from spark_plugin.plan_lineage import _FacetBuilder
 
@@ -330,7 +331,7 @@ class Application:
         for directory in _rdd_input_dirs(base):
             raw = path_raw(directory)
             inputs.setdefault((raw.namespace, raw.name), raw)
-        output = path_raw(hadoop_uri(action.output)) if action.output else None
+        output = path_raw(naming.escape_literal_path(action.output)) if action.output else None
         if not inputs and output is None:
             return []
         job = JobRef(self.config.namespace, f"{self.config.app_name}.{rdd_jobs.job_name(action)}")

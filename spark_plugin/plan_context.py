@@ -102,7 +102,7 @@ class PlanContext:
         )
         if not value:
             return None
-        namespace, name = naming.path_dataset(hadoop_uri(value))  # Spark qualified it as a Hadoop Path
+        namespace, name = naming.path_dataset(naming.escape_literal_path(value))  # qualified as a Hadoop Path
         return _location(namespace, name)
 
     @cached_property
@@ -177,13 +177,6 @@ def trim_path(name: str) -> str:
             parts.pop()
         return "_".join(parts[-2:]) if len(parts) >= 2 else parts[-1]
     return trimmed
-
-
-def hadoop_uri(path: str) -> str:
-    """A Hadoop ``Path.toString()`` (or a path as an application gave it to Hadoop: ``saveAsTextFile(p)``,
-    ``LOAD DATA INPATH p``) for naming. Its string form is not percent-encoded: a folder named ``p%41 x``
-    reads ``file:/.../p%41 x`` (``Path.toUri()`` gives ``p%2541%20x``, as the JVM integration names it)."""
-    return naming.escape_literal_path(path)
 
 
 def path_raw(uri: str, schema: Schema | None = None, **kwargs: Any) -> RawDataset:

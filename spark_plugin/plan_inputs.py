@@ -15,7 +15,6 @@ from spark_plugin.plan_context import (
     RawDataset,
     Schema,
     catalog_table_raw,
-    hadoop_uri,
     hive_catalog,
     path_raw,
 )
@@ -87,7 +86,7 @@ def _file_statistics(relation: Any) -> tuple[tuple[str, int], ...]:
 
 def _file_raws(ctx: PlanContext, root_paths: str, schema: Schema | None) -> list[RawDataset]:
     """One single file -> that file; otherwise each root path's directory (files -> their parent)."""
-    paths = [hadoop_uri(p) for p in root_paths.split("\n") if p]
+    paths = [naming.escape_literal_path(p) for p in root_paths.split("\n") if p]
     if len(paths) == 1 and ctx.is_file(paths[0]):
         return [path_raw(paths[0], schema)]
     out: dict[tuple[str, str], RawDataset] = {}
@@ -176,12 +175,12 @@ def _rdd_input_dirs(rdd: Any) -> list[str]:
             partitions = current.filePartitions().iterator()
             while partitions.hasNext():
                 for file in partitions.next().files():
-                    dirs[hadoop_uri(file.toPath().getParent().toString())] = None
+                    dirs[naming.escape_literal_path(file.toPath().getParent().toString())] = None
         elif kind in ("HadoopRDD", "NewHadoopRDD"):
             conf = current.getJobConf() if kind == "HadoopRDD" else current.getConf()
             for path in str(conf.get(_HADOOP_INPUT_DIR) or "").split(","):
                 if path.strip():
-                    dirs[hadoop_uri(path.strip())] = None
+                    dirs[naming.escape_literal_path(path.strip())] = None
     return list(dirs)
 
 
@@ -247,7 +246,7 @@ def _in_memory_relation(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
 def _load_data_path(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     """``LoadDataCommand``'s input: the loaded path (the JVM's ``LoadDataCommandInputVisitor``)."""
     path = node.fields.get("path")
-    return [path_raw(hadoop_uri(path))] if isinstance(path, str) and path.strip() else []
+    return [path_raw(naming.escape_literal_path(path))] if isinstance(path, str) and path.strip() else []
 
 
 InputHandler = Callable[[PlanContext, PlanNode], list[RawDataset]]

@@ -17,7 +17,6 @@ from spark_plugin.plan_context import (
     _identifier,
     _location,
     catalog_table_raw,
-    hadoop_uri,
     hive_catalog,
     lookup_table_raw,
     path_raw,
@@ -49,7 +48,7 @@ def _insert_hadoop_fs(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     and gets the symlink of the table that lives there (:func:`_default_location_table`), where the JVM
     gives none."""
     jcmd = ctx.jvm_node(node)
-    location = hadoop_uri(jcmd.outputPath().toString())
+    location = naming.escape_literal_path(jcmd.outputPath().toString())
     schema = _query_schema(jcmd)
     lifecycle = "OVERWRITE" if _mode(jcmd) == "Overwrite" else None
     table_json = node.fields.get("catalogTable")

@@ -203,8 +203,9 @@ def _sink_outputs(app: Application, qe: Any) -> tuple[Any, ...]:
 def _files_as_directories(app: Application, qe: Any, inputs: tuple[Dataset, ...]) -> tuple[Dataset, ...]:
     """``inputs`` with each streaming file relation's single file named by its directory instead: what a batch
     of several files is named, and true of whichever batch read it (see :func:`batch_records`)."""
+    from emitter import naming
     from spark_plugin import plan_lineage, plan_tree
-    from spark_plugin.plan_context import PlanContext, hadoop_uri, path_raw
+    from spark_plugin.plan_context import PlanContext, path_raw
 
     jplan = qe.optimizedPlan()
     root = plan_tree.parse_plan(jplan)
@@ -215,7 +216,7 @@ def _files_as_directories(app: Application, qe: Any, inputs: tuple[Dataset, ...]
         if node.name != "LogicalRelation" or node.fields.get("isStreaming") is not True:
             continue
         paths = ctx.jvm_node(node).relation().location().rootPaths()
-        path = hadoop_uri(paths.apply(0).toString()) if paths.size() == 1 else None
+        path = naming.escape_literal_path(paths.apply(0).toString()) if paths.size() == 1 else None
         if path is None or not ctx.is_file(path):
             continue
         file = path_raw(path)

@@ -69,9 +69,8 @@ def path_dataset(path_or_uri: str) -> tuple[str, str]:
     dropped, the path is percent-decoded (Java's ``URI.getPath()``), trailing ``/`` removed (the
     root stays ``/``). Partition folders are *not* trimmed here: see :func:`trim_partitions`.
     """
-    m = _URI.match(path_or_uri)
-    # "C:/x" style drive letters are not URIs; everything without a scheme is a local path
-    if m is None or len(m.group("scheme")) == 1:
+    m = _uri(path_or_uri)
+    if m is None:  # everything without a scheme is a local path
         return "file", _strip_trailing_slash(os.path.abspath(path_or_uri))
     scheme, rest = m.group("scheme").lower(), m.group("rest")
     if scheme == "file":
@@ -93,8 +92,12 @@ def escape_literal_path(path: str) -> str:
     """A path string that is not percent-encoded (Hadoop's ``Path.toString()``, a path as an application gave
     it to Hadoop) in the form :func:`path_dataset` reads: in a URI (which it percent-decodes, as Java's
     ``URI.getPath()``) ``%`` is escaped, so a folder named ``p%41`` keeps its name; a plain path is read as is."""
+    return path.replace("%", "%25") if _uri(path) is not None else path
+
+
+def _uri(path: str) -> re.Match[str] | None:
     m = _URI.match(path)
-    return path.replace("%", "%25") if m is not None and len(m.group("scheme")) > 1 else path
+    return m if m is not None and len(m.group("scheme")) > 1 else None  # "C:/x" drive letters are not URIs
 
 
 def _file_uri(rest: str) -> tuple[str, str]:

@@ -11,7 +11,7 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attr
@@ -391,17 +391,53 @@ def _command_name(qe: Any) -> str:
     return naming.normalize_name(_executed_root(qe).nodeName())
 
 
+#: How many nodes below a logical plan's root are asked for an SQL text (~6 py4j calls each) when the root has none.
+#: The JVM asks every node; a DataFrame-API plan of hundreds of nodes has none to find, and a ``spark.sql``
+#: DataFrame transformed further is found within a few nodes.
+SQL_SEARCH_NODES = 64
+
+
 def _sql_text(qe: Any, root: PlanNode) -> str | None:
-    """The text given to ``spark.sql``: Spark's parser records it in the origin of the nodes it
-    builds. A command the analyzer rebuilt (V1 CTAS) lost it on its root but keeps it on its query."""
+    """The text given to ``spark.sql`` (Spark's parser records it in the origin of every node it builds): the
+    logical plan's first node that has one, in the JVM's order (``SparkSQLExecutionContext.resolveSQLFacets``:
+    the root, then depth first, last child first), e.g. below a CTE's ``WithCTE`` or in a ``spark.sql`` DataFrame
+    filtered or joined further. A V1 CTAS command rebuilt by the analyzer has lost it on its root and holds its
+    query as an inner child only: its query is searched as its child."""
     try:
         logical = qe.logical()
-        text = logical.origin().sqlText()
-        if text.isEmpty() and "query" in root.fields:
-            text = logical.query().origin().sqlText()
-        return text.get() if text.isDefined() else None
+        text = _origin_sql(logical)
+        if text is not None:
+            return text
+        below = _children(logical)
+        if not below and "query" in root.fields:
+            below = [logical.query]
+        return _first_sql(below)
     except Exception:  # noqa: BLE001 - Spark without origins (< 3.4), or a command without a query accessor
         return None
+
+
+def _first_sql(stack: list[Callable[[], Any]]) -> str | None:
+    for _ in range(SQL_SEARCH_NODES):
+        if not stack:
+            return None
+        node = stack.pop()()
+        text = _origin_sql(node)
+        if text is not None:
+            return text
+        stack.extend(_children(node))
+    return None
+
+
+def _origin_sql(node: Any) -> str | None:
+    text = node.origin().sqlText()
+    return text.get() if text.isDefined() else None
+
+
+def _children(node: Any) -> list[Callable[[], Any]]:
+    """Getters of ``node``'s children: a child is fetched (one py4j call) only if the search gets to it (a union of
+    150 relations is not fetched whole when its last child has the text)."""
+    children = node.children()
+    return [functools.partial(children.apply, i) for i in range(children.size())]
 
 
 def _output_statistics(qe: Any) -> dict[str, int] | None:

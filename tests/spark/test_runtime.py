@@ -444,6 +444,34 @@ def test_sql_facet_on_actions_from_spark_sql(spark, workdir):
     assert events[1]["job"]["facets"]["sql"]["dialect"] == "spark"  # as the JVM integration
 
 
+CTE = "WITH t AS (SELECT id AS a FROM range(3)) SELECT a FROM t"
+SQL_PLANS = [  # (id, the action on a fresh workdir, the SQL facet's query on every event of its write)
+    ("cte_under_with_cte", lambda s, out: s.sql(CTE).write.parquet(out), CTE),
+    ("sql_then_dataframe_api", lambda s, out: s.sql("SELECT id FROM range(5)").filter("id > 1")
+     .withColumnRenamed("id", "b").write.parquet(out), "SELECT id FROM range(5)"),
+    # the JVM looks at the last child first: the join's right side
+    ("join_right_side_first", lambda s, out: s.sql("SELECT id FROM range(2)")
+     .join(s.sql("SELECT id AS id FROM range(3)"), "id").write.parquet(out), "SELECT id AS id FROM range(3)"),
+    ("join_with_dataframe", lambda s, out: s.range(4).join(s.sql("SELECT id FROM range(2)"), "id")
+     .write.parquet(out), "SELECT id FROM range(2)"),
+    ("dataframe_api_only", lambda s, out: s.range(4).selectExpr("id * 2 AS x").write.parquet(out), None),
+    ("ctas_of_a_cte", lambda s, out: s.sql(CTE).write.saveAsTable("sql_plans_t"), CTE),
+]
+
+
+@pytest.mark.parametrize(("action", "query"), [pytest.param(a, q, id=i) for i, a, q in SQL_PLANS])
+def test_sql_facet_found_below_the_root_as_the_jvm_finds_it(spark, workdir, action, query):
+    """``SparkSqlQueryRecordingTest``: a CTE's text sits below its ``WithCTE``, a spark.sql DataFrame's below the
+    DataFrame-API nodes built on it (the JVM walks the logical plan depth first, last child first)."""
+    try:
+        events, _ = run_captured(spark, workdir, lambda s, w: action(s, f"{w}/lake/out"))
+    finally:
+        spark.sql("DROP TABLE IF EXISTS sql_plans_t")
+    actions = [e for e in events if e["job"]["name"] != APP]
+    assert actions
+    assert {e["job"]["facets"].get("sql", {}).get("query") for e in actions} == {query}
+
+
 # (id, extra conf, expected app parent (ns, job, run, root ns, root job, root run) or None, expected action root)
 PARENTS = [
     ("no_parent", {}, None, "app"),

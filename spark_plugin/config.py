@@ -16,6 +16,8 @@ from collections.abc import Mapping
 import attrs
 
 from emitter.records import JobRef, RunRef
+from spark_plugin.circuit_breaker import Settings as CircuitBreakerSettings
+from spark_plugin.circuit_breaker import settings as circuit_breaker_settings
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,7 @@ KNOWN_KEYS = frozenset({
     # JVM jobs must not make every run warn): see the README's list of what is not captured
     # (debugFacet: an old switch the JVM no longer reads; its debug facet is facets.debug.disabled=false)
     "debugFacet", "facets.disabled", "timeoutSecs", "testExtensionProvider", "overriddenAppName",
+    "facets.custom_environment_variables",  # the environment-properties facet's variables
 })
 #: ``facets.<name>.disabled`` drops one facet by name (names may hold dots: ``spark.logicalPlan``).
 FACET_DISABLED = re.compile(r"facets\.(.+)\.disabled")
@@ -93,6 +96,12 @@ class DebugSettings:
             mode = "any-missing"
         return cls(smart=_truthy(keys.get("debug.smart", "")), smart_mode=mode,
                    metrics_disabled=_truthy(keys.get("debug.metricsDisabled", "")), payload_limit_kb=limit)
+
+
+def jvm_list(value: object) -> list[str]:
+    """A JVM integration list setting: ``[a;b]`` (brackets optional), items trimmed, empty ones dropped."""
+    return [] if value is None else [item.strip() for item in str(value).strip().strip("[]").split(";")
+                                     if item.strip()]
 
 
 def _truthy(value: object) -> bool:
@@ -222,6 +231,9 @@ class PluginConfig:
     unknown: tuple[str, ...]
     debug: DebugSettings = DebugSettings()
     rdd_events: bool = True  # False with the JVM's ``filter.rddEventsDisabled=true``: no RDD-only job runs
+    circuit_breaker: CircuitBreakerSettings | None = None  # ``circuitBreaker.*`` (see spark_plugin.circuit_breaker)
+    #: ``facets.custom_environment_variables``: the variables the ``environment-properties`` facet reports
+    environment_variables: tuple[str, ...] = ()
 
     @classmethod
     def from_spark_conf(cls, spark_conf: Mapping[str, str], environ: Mapping[str, str] | None = None) -> PluginConfig:
@@ -257,6 +269,8 @@ class PluginConfig:
             unknown=tuple(unknown),
             debug=debug,
             rdd_events=not _truthy(keys.get("filter.rddEventsDisabled", "")),
+            circuit_breaker=circuit_breaker_settings(keys),
+            environment_variables=tuple(jvm_list(keys.get("facets.custom_environment_variables"))),
         )
 
     def warn_unknown(self) -> None:

@@ -14,7 +14,7 @@ import attr
 from openlineage.client.facet_v2 import RunFacet, ownership_job, processing_engine_run, tags_job, tags_run
 
 from emitter.records import COMPLETE, Dataset, RunRecord
-from spark_plugin.config import DebugSettings, PluginConfig
+from spark_plugin.config import DebugSettings, PluginConfig, jvm_list
 
 log = logging.getLogger("spark_plugin")
 
@@ -58,12 +58,71 @@ def engine_facets(spark_version: str, spark_conf: Mapping[str, str], captured: I
     }
 
 
-def config_run_facets(config: PluginConfig) -> dict[str, Any]:
-    """``tags`` from ``run.tags``, on every event's run (the JVM's ``TagsRunFacetBuilder``); none when unset."""
-    if not config.run_tags:
-        return {}
-    return {"tags": tags_run.TagsRunFacet(
-        tags=[tags_run.TagsRunFacetFields(key=k, value=v, source=s) for k, v, s in config.run_tags])}
+def config_run_facets(config: PluginConfig, environ: Mapping[str, str]) -> dict[str, Any]:
+    """``environment-properties`` (see :func:`environment_facet`) and ``tags`` from ``run.tags`` (the JVM's
+    ``TagsRunFacetBuilder``, none when unset), on every event's run."""
+    facets: dict[str, Any] = {ENVIRONMENT: environment_facet(config.environment_variables, environ)}
+    if config.run_tags:
+        facets["tags"] = tags_run.TagsRunFacet(
+            tags=[tags_run.TagsRunFacetFields(key=k, value=v, source=s) for k, v, s in config.run_tags])
+    return facets
+
+
+ENVIRONMENT = "environment-properties"
+APPLICATION_DETAILS = "spark_applicationDetails"
+
+
+def environment_facet(names: Iterable[str], environ: Mapping[str, str]) -> dict[str, Any]:
+    """The JVM's ``environment-properties`` facet (its ``CustomEnvironmentFacetBuilder``, on every event outside
+    Databricks): the driver's values of the variables named by ``facets.custom_environment_variables``, ``{}`` when
+    none is named. A plain dict with the base RunFacet's ``_producer``/``_schemaURL``: its one field's name has a
+    hyphen, which no attrs class can have."""
+    return {**attr.asdict(RunFacet()), ENVIRONMENT: {name: environ.get(name) for name in names}}
+
+
+@attr.define
+class SparkApplicationDetailsRunFacet(RunFacet):
+    """The JVM integration's ``spark_applicationDetails`` facet (a DefaultRunFacet: the base RunFacet schema URL),
+    on the events its listener builds from an application, job or SQL execution start: START events."""
+
+    master: str
+    appName: str  # noqa: N815 - the JVM's field names
+    applicationId: str  # noqa: N815
+    deployMode: str  # noqa: N815
+    userName: str  # noqa: N815
+    driverHost: str | None = None  # noqa: N815
+    uiWebUrl: str | None = None  # noqa: N815
+    proxyUrl: str | None = None  # noqa: N815
+    historyUrl: str | None = None  # noqa: N815
+
+
+def application_details(sc: Any, spark_conf: Mapping[str, str]) -> SparkApplicationDetailsRunFacet:
+    """``spark_applicationDetails`` of the application behind ``sc`` (a PySpark SparkContext), as the JVM's
+    ``SparkApplicationDetailsFacet`` reads it: the YARN proxy, else the UI's reverse proxy URL; the YARN history
+    server's URL when one is configured."""
+    app_id = str(sc.applicationId)
+    encoded = _java_url_encode(app_id)
+    proxy = spark_conf.get("spark.org.apache.hadoop.yarn.server.webproxy.amfilter.AmIpFilter.param.PROXY_URI_BASES")
+    if proxy is None and str(spark_conf.get("spark.ui.reverseProxy", "false")).strip().lower() == "true":
+        reverse = spark_conf.get("spark.ui.reverseProxyUrl")
+        proxy = f"{reverse.rstrip('/')}/proxy/{encoded}" if reverse is not None else None
+    history = spark_conf.get("spark.yarn.historyServer.address")
+    if history is not None:
+        if not history.startswith("http"):
+            policy = sc._jsc.hadoopConfiguration().get("yarn.http.policy", "HTTP_ONLY")
+            history = f"{policy.replace('_ONLY', '').lower()}://{history}"
+        history = f"{history.rstrip('/')}/history/{encoded}"
+    return SparkApplicationDetailsRunFacet(
+        master=sc.master, appName=sc.appName, applicationId=app_id,
+        deployMode=spark_conf.get("spark.submit.deployMode", "client"), userName=sc.sparkUser(),
+        driverHost=spark_conf.get("spark.driver.host"), uiWebUrl=sc.uiWebUrl, proxyUrl=proxy, historyUrl=history)
+
+
+def _java_url_encode(text: str) -> str:
+    # java.net.URLEncoder (form encoding): letters, digits and ".-*_" kept, space as "+"
+    from urllib.parse import quote_plus
+
+    return quote_plus(text, safe="*").replace("~", "%7E")
 
 
 def config_job_facets(config: PluginConfig) -> dict[str, Any]:
@@ -187,9 +246,7 @@ def disabled_facet_names(spark_conf: Mapping[str, str], config: PluginConfig) ->
     from spark_plugin.plan_lineage import JVM_DEFAULT_DISABLED, jvm_facet_enabled
 
     names = {name for name in JVM_DEFAULT_DISABLED if not jvm_facet_enabled(spark_conf, name)}
-    listed = spark_conf.get("spark.openlineage.facets.disabled")
-    if listed:
-        names |= {f.strip() for f in listed.strip().strip("[]").split(";") if f.strip()}
+    names |= set(jvm_list(spark_conf.get("spark.openlineage.facets.disabled")))
     return sorted(names | config.disabled_facets)
 
 

@@ -26,6 +26,7 @@ import atexit
 import collections
 import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -158,6 +159,7 @@ class Application:
         self._backlog: list[RunRecord] = []
         self._delivering_since: float | None = None  # when the worker's current delivery began
         self.spooled_at_exit = 0
+        self.breaker_stops = 0  # lineage work the circuit breaker stopped (see _breaker_closed)
 
     # Facets are made on first use (the worker's first item): see the module's start-up cost note.
 
@@ -167,7 +169,14 @@ class Application:
         from spark_plugin import facets
 
         return {**facets.engine_facets(self.spark_version, self.spark_conf, self.config.captured_properties),
-                **facets.config_run_facets(self.config)}
+                **facets.config_run_facets(self.config, os.environ)}
+
+    @cached_property
+    def application_details(self) -> Any:
+        """The ``spark_applicationDetails`` facet of START events (read once, on the worker)."""
+        from spark_plugin import facets
+
+        return facets.application_details(self.sc, self.spark_conf)
 
     @cached_property
     def job_facets(self) -> dict[str, Any]:
@@ -403,6 +412,8 @@ class Application:
         return self._poll
 
     def _tick(self) -> None:
+        if self._breaker_closed():
+            return
         poll = self._execution_poll()
         if poll is None:
             return
@@ -436,7 +447,7 @@ class Application:
                     [self._action_record(RUNNING, now, tracked.lineage, tracked.run_id, io_facets=False)], tracked.qe)
                 tracked.last_sent = now
         if records and not self.config_disabled():
-            self._deliver([_without_disabled(r, self.config.disabled_facets) for r in records], self._tick_fn)
+            self._deliver(self._finished(records), self._tick_fn)
 
     def _jvm_error(self, exception: Any) -> error_message_run.ErrorMessageRunFacet:
         from openlineage.client.facet_v2 import error_message_run
@@ -458,7 +469,41 @@ class Application:
             return
         if self.config_disabled():  # no usable transport (already warned): lineage work would be wasted
             return
-        self._deliver(self._records_of(item), item)
+        if self._breaker_closed():
+            return
+        started = time.monotonic()
+        records = self._records_of(item)
+        if self._breaker_closed(started):  # closed meanwhile, or over its timeout: dropped, as the JVM cancels
+            return
+        self._deliver(records, item)
+
+    @cached_property
+    def circuit_breaker(self) -> Any:
+        """The configured ``circuitBreaker.*`` (None: none), made on the worker: it reads the driver's JVM."""
+        if self.config.circuit_breaker is None:
+            return None
+        from spark_plugin.circuit_breaker import jvm_circuit_breaker
+
+        return jvm_circuit_breaker(self.config.circuit_breaker, self.sc._jvm)
+
+    def _breaker_closed(self, started: float | None = None) -> bool:
+        """Whether the circuit breaker stops the worker's current lineage work (``started``: the work began then
+        and its timeout applies). Warned about the first time; every stop is counted."""
+        breaker = self.circuit_breaker
+        if breaker is None:
+            return False
+        reason = breaker.state()
+        if reason is None and started is not None and breaker.timeout_s is not None:
+            elapsed = time.monotonic() - started
+            reason = f"timeout of {breaker.timeout_s:g} s exceeded ({elapsed:.1f} s)" \
+                if elapsed > breaker.timeout_s else None
+        if reason is None:
+            return False
+        self.breaker_stops += 1
+        if self.breaker_stops == 1:
+            log.warning("lineage capture: circuit breaker closed (%s): lineage work stopped while it stays closed "
+                        "(counted, reported at the end)", reason)
+        return True
 
     def _deliver(self, records: list[RunRecord], item: Any) -> None:
         """Hand ``records`` (made from the worker's current ``item``) to the emitter one by one, unless the
@@ -506,7 +551,18 @@ class Application:
 
             self._count(facets.APP_START if item.event_type == START else facets.APP_END)
             records = self._debugged([self._app_event_record(item)])
-        return [_without_disabled(record, self.config.disabled_facets) for record in records]
+        return self._finished(records)
+
+    def _finished(self, records: list[RunRecord]) -> list[RunRecord]:
+        """Last touches to every record: the JVM's ``spark_applicationDetails`` on START events (its facet builder
+        answers the application, job and SQL execution starts; this plugin's RUNNING events stand for the JVM's
+        at a job's end or the poll's), then ``facets.<name>.disabled``."""
+        from spark_plugin.facets import APPLICATION_DETAILS  # (imported by the worker's warm-up)
+
+        details = {APPLICATION_DETAILS: self.application_details}
+        return [_without_disabled(attrs.evolve(r, run_facets={**r.run_facets, **details})
+                                  if r.event_type == START else r, self.config.disabled_facets)
+                for r in records]
 
     def _build_emitter(self) -> None:
         """Build the emitter on a thread of its own (once): building it replays an earlier run's spool over the
@@ -708,6 +764,8 @@ class Application:
             self._settle(self.config.shutdown_timeout_s)
         if self.worker.dropped:
             log.warning("lineage capture: lineage of %d actions was dropped (queue full)", self.worker.dropped)
+        if self.breaker_stops:
+            log.warning("lineage capture: the circuit breaker stopped lineage work %d times", self.breaker_stops)
         self._unregister()
         self._unhook_stop()
         self.worker.stop(0.0 if self.worker.closed else 0.5)

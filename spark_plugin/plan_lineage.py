@@ -30,6 +30,7 @@ from emitter import naming
 from emitter.naming.resolvers import NamespaceResolver, java_regex, namespace_resolvers, resolve_namespace
 from emitter.records import Dataset
 from spark_plugin import plan_tree
+from spark_plugin.config import jvm_list
 from spark_plugin.facets import UNKNOWN_TIME, timed  # the debug facet's timer (a no-op unless it is on)
 from spark_plugin.plan_context import PlanContext, RawDataset
 from spark_plugin.plan_inputs import INPUT_HANDLERS, TARGET_FIELDS
@@ -277,10 +278,7 @@ def _filtered(root_class: str, streaming: bool, conf: Mapping[str, str]) -> bool
 
 
 def _conf_list(conf: Mapping[str, str], key: str) -> list[str]:
-    """A JVM integration list setting: ``[a;b]`` (brackets optional), items trimmed; empty when unset."""
-    value = conf.get(_CONF + key)
-    return [] if value is None else [item.strip() for item in str(value).strip().strip("[]").split(";")
-                                     if item.strip()]
+    return jvm_list(conf.get(_CONF + key))
 
 
 def jvm_facet_enabled(conf: Mapping[str, str], name: str) -> bool:
@@ -491,8 +489,7 @@ class _FacetBuilder:
 
     def __init__(self, conf: Mapping[str, str]) -> None:
         self._conf = conf
-        disabled = conf.get(_CONF + "facets.disabled", "")
-        self._disabled = {f.strip() for f in disabled.strip("[]").split(";") if f.strip()}
+        self._disabled = set(_conf_list(conf, "facets.disabled"))
         pattern = conf.get(_CONF + "dataset.removePath.pattern")
         self._remove = java_regex(pattern) if pattern else None
         self._resolvers = _namespace_resolvers(conf)

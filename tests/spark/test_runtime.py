@@ -499,20 +499,79 @@ def test_parent_and_root(spark, workdir, name, conf, app_parent, action_root):
     assert {parent_of(e) for e in actions} == {("default", APP, app_run, *expected_root)}
 
 
-# (id, extra conf, run facets expected on every event)
+EVERY_EVENT = {"processing_engine", "spark_properties", "environment-properties"}
+DETAILS = "spark_applicationDetails"
+# (id, extra conf, run facets expected on every event, on START events besides)
 FACET_CONF = [
-    ("defaults", {}, {"processing_engine", "spark_properties"}),
+    ("defaults", {}, EVERY_EVENT, {DETAILS}),
     ("spark_properties_disabled", {"spark.openlineage.facets.spark_properties.disabled": "true"},
-     {"processing_engine"}),
-    ("disabled_false_keeps", {"spark.openlineage.facets.spark_properties.disabled": "false"},
-     {"processing_engine", "spark_properties"}),
+     EVERY_EVENT - {"spark_properties"}, {DETAILS}),
+    ("disabled_false_keeps", {"spark.openlineage.facets.spark_properties.disabled": "false"}, EVERY_EVENT, {DETAILS}),
+    ("application_details_disabled", {f"spark.openlineage.facets.{DETAILS}.disabled": "true"}, EVERY_EVENT, set()),
 ]
 
 
-@pytest.mark.parametrize("name,conf,expected", FACET_CONF, ids=[f[0] for f in FACET_CONF])
-def test_disabled_facets(spark, workdir, name, conf, expected):
+@pytest.mark.parametrize("name,conf,every,starts", FACET_CONF, ids=[f[0] for f in FACET_CONF])
+def test_disabled_facets(spark, workdir, name, conf, every, starts):
     events, _ = run_captured(spark, workdir, write_orders, conf)
-    assert [set(e["run"]["facets"]) - {"parent"} for e in events] == [expected] * 5
+    assert [e["eventType"] for e in events] == ["START", "START", "RUNNING", "COMPLETE", "COMPLETE"]
+    assert [set(e["run"]["facets"]) - {"parent"} for e in events] == [every | starts] * 2 + [every] * 3
+
+
+def test_environment_properties_and_application_details(spark, workdir, monkeypatch):
+    """``SparkGenericIntegrationTest.sparkEmitsEventsWithFacets``: every event has ``environment-properties`` (the
+    variables named by ``facets.custom_environment_variables``; a secret's value masked), START events have
+    ``spark_applicationDetails``."""
+    monkeypatch.setenv("TEST_VAR", "test value")
+    monkeypatch.setenv("DB_PASSWORD", "hunter2-secret")
+    monkeypatch.delenv("NOT_SET_VAR", raising=False)
+    conf = {"spark.openlineage.facets.custom_environment_variables": "[TEST_VAR; DB_PASSWORD;NOT_SET_VAR;]"}
+    events, app = run_captured(spark, workdir, write_orders, conf)
+    environments = [e["run"]["facets"]["environment-properties"]["environment-properties"] for e in events]
+    assert environments == [{"TEST_VAR": "test value", "DB_PASSWORD": "***"}] * 5
+    assert "hunter2" not in json.dumps(events)
+    sc = spark.sparkContext
+    details = {"master": sc.master, "appName": sc.appName, "applicationId": sc.applicationId, "deployMode": "client",
+               "userName": sc.sparkUser(), "driverHost": sc.getConf().get("spark.driver.host")}
+    for event in events:
+        facet = event["run"]["facets"].get(DETAILS)
+        if event["eventType"] == "START":
+            assert {k: v for k, v in facet.items() if not k.startswith("_")} == details
+        else:
+            assert facet is None
+
+
+YARN_PROXY = "spark.org.apache.hadoop.yarn.server.webproxy.amfilter.AmIpFilter.param.PROXY_URI_BASES"
+# (id, SparkConf entries, expected (deployMode, proxyUrl, historyUrl)); "{id}": the application id, URL-encoded
+APPLICATION_URLS = [
+    ("plain", {}, ("client", None, None)),
+    ("cluster_mode", {"spark.submit.deployMode": "cluster"}, ("cluster", None, None)),
+    ("yarn_proxy_wins", {YARN_PROXY: "http://rm:8088/proxy/app_1", "spark.ui.reverseProxy": "true",
+                         "spark.ui.reverseProxyUrl": "http://gw"}, ("client", "http://rm:8088/proxy/app_1", None)),
+    ("reverse_proxy", {"spark.ui.reverseProxy": "true", "spark.ui.reverseProxyUrl": "https://gw/spark/"},
+     ("client", "https://gw/spark/proxy/{id}", None)),
+    ("reverse_proxy_off", {"spark.ui.reverseProxy": "false", "spark.ui.reverseProxyUrl": "https://gw"},
+     ("client", None, None)),
+    ("reverse_proxy_without_url", {"spark.ui.reverseProxy": "true"}, ("client", None, None)),
+    ("history_host_port", {"spark.yarn.historyServer.address": "hist:18080"},
+     ("client", None, "http://hist:18080/history/{id}")),
+    ("history_url", {"spark.yarn.historyServer.address": "https://hist/"}, ("client", None, "https://hist/history/{id}")),
+]
+
+
+@pytest.mark.parametrize("conf,expected", [pytest.param(c, e, id=i) for i, c, e in APPLICATION_URLS])
+def test_application_details_urls(spark, conf, expected):
+    """The JVM's ``SparkApplicationDetailsFacet`` rules for the deploy mode, the proxy and the history server."""
+    from urllib.parse import quote_plus
+
+    from spark_plugin.facets import application_details
+
+    sc = spark.sparkContext
+    facet = application_details(sc, {**dict(sc.getConf().getAll()), **conf})
+    app_id = quote_plus(sc.applicationId)
+    assert (facet.deployMode, facet.proxyUrl, facet.historyUrl) == tuple(
+        v.format(id=app_id) if v else v for v in expected)
+    assert (facet.master, facet.appName, facet.applicationId) == (sc.master, sc.appName, sc.applicationId)
 
 
 def test_captured_properties(spark, workdir):

@@ -115,7 +115,8 @@ JVM_KEYS = {P + "filter.allowedSparkNodes": "[x]", P + "filter.deniedSparkNodes"
             P + "dataset.removePath.pattern": "(.*)", P + "facets.disabled": "[a]", P + "vendors.x.y": "1",
             P + "metrics.type": "x", P + "testExtensionProvider": "x", P + "capturedProperties": "a",
             P + "debug.smart": "true", P + "python.queueSize": "5", P + "transport.type": "file",
-            P + "transport.location": "/tmp/lineage.jsonl"}
+            P + "transport.location": "/tmp/lineage.jsonl", P + "facets.custom_environment_variables": "[A;B]",
+            P + "circuitBreaker.type": "javaRuntime", P + "circuitBreaker.gcCpuThreshold": "5"}
 
 
 def test_the_jvm_keys_are_accepted_quietly_by_the_plugin_and_its_emitter(caplog, monkeypatch, tmp_path):
@@ -132,7 +133,10 @@ def test_the_jvm_keys_are_accepted_quietly_by_the_plugin_and_its_emitter(caplog,
         load_config(config.emitter_overrides)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert config.emitter_overrides == {"dataset.removePath.pattern": "(.*)", "facets.disabled": "[a]",
-                                        "transport.type": "file", "transport.location": "/tmp/lineage.jsonl"}
+                                        "transport.type": "file", "transport.location": "/tmp/lineage.jsonl",
+                                        "facets.custom_environment_variables": "[A;B]"}
+    assert config.environment_variables == ("A", "B")
+    assert config.circuit_breaker is not None and config.circuit_breaker.gc_cpu_threshold == 5
 
 
 def test_emitter_overrides_drop_unknown_keys_and_prefix():

@@ -337,7 +337,7 @@ class Application:
         base = action.base.rdd() if hasattr(action.base, "rdd") else action.base
         facets = _FacetBuilder(self.spark_conf)
         inputs: dict[tuple[str, str], RawDataset] = {}
-        for directory in _rdd_input_dirs(base):
+        for directory in _rdd_input_dirs(base, self.sc._jvm):
             raw = path_raw(directory)
             inputs.setdefault((raw.namespace, raw.name), raw)
         output = path_raw(naming.escape_literal_path(action.output)) if action.output else None

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
+from py4j.protocol import Py4JJavaError
 
 from emitter import naming
 from spark_plugin import plan_tree
@@ -165,9 +166,9 @@ def _rdd_lineage(rdd: Any) -> Iterator[Any]:
             stack.append(dependencies.next().rdd())
 
 
-def _rdd_input_dirs(rdd: Any) -> list[str]:
+def _rdd_input_dirs(rdd: Any, jvm: Any) -> list[str]:
     """Directories of the files an RDD lineage reads: FileScanRDD's files (their parent directories),
-    HadoopRDD's and NewHadoopRDD's input directories (the JVM's ``Rdds.findFileLikeRdds``/``RddPathUtils``)."""
+    HadoopRDD's and NewHadoopRDD's input paths as directories (the JVM's ``RddDatasetInfoExtractor``)."""
     dirs: dict[str, None] = {}
     for current in _rdd_lineage(rdd):
         kind = current.getClass().getSimpleName()
@@ -178,10 +179,46 @@ def _rdd_input_dirs(rdd: Any) -> list[str]:
                     dirs[naming.escape_literal_path(file.toPath().getParent().toString())] = None
         elif kind in ("HadoopRDD", "NewHadoopRDD"):
             conf = current.getJobConf() if kind == "HadoopRDD" else current.getConf()
-            for path in str(conf.get(_HADOOP_INPUT_DIR) or "").split(","):
-                if path.strip():
-                    dirs[naming.escape_literal_path(path.strip())] = None
+            for directory in _directories(jvm, conf, hadoop_input_paths(str(conf.get(_HADOOP_INPUT_DIR) or ""))):
+                dirs[naming.escape_literal_path(directory)] = None
     return list(dirs)
+
+
+def hadoop_input_paths(value: str) -> list[str]:
+    """The paths of a Hadoop input directory setting, as ``FileInputFormat.getInputPaths`` reads it: split on the
+    commas no backslash escapes, ``\\,`` and ``\\\\`` unescaped. A brace glob's commas are escaped there
+    (``sc.textFile("/in/{2020,2021}")`` stores ``/in/{2020\\,2021}``)."""
+    paths, current, escaped = [], [], False
+    for char in value:
+        if escaped:
+            current.append(char if char in ",\\" else "\\" + char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == ",":
+            paths.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    paths.append("".join(current) + ("\\" if escaped else ""))
+    return [path for path in paths if path.strip()]
+
+
+def _directories(jvm: Any, conf: Any, paths: list[str]) -> list[str]:
+    """The JVM's ``PlanUtils.getDirectoryPaths``: a file's parent directory, anything else (a directory, or a glob,
+    which has no status) itself; a path whose parent is listed already is not looked at."""
+    out: dict[str, None] = {}
+    for text in paths:
+        path = jvm.org.apache.hadoop.fs.Path(text)
+        parent = path.getParent()
+        if parent is None or parent.toString() in out:
+            continue
+        try:
+            is_file = path.getFileSystem(conf).getFileStatus(path).isFile()
+        except Py4JJavaError:  # no such path (a glob): the path itself, as the JVM
+            is_file = False
+        out[(parent if is_file else path).toString()] = None
+    return list(out)
 
 
 def _logical_rdd(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
@@ -189,7 +226,7 @@ def _logical_rdd(ctx: PlanContext, node: PlanNode) -> list[RawDataset]:
     file directories its RDD lineage reads, without a schema (the JVM's ``LogicalRDDVisitor``). An RDD of
     local data (``parallelize``) reads none."""
     out: dict[tuple[str, str], RawDataset] = {}
-    for directory in _rdd_input_dirs(ctx.jvm_node(node).rdd()):
+    for directory in _rdd_input_dirs(ctx.jvm_node(node).rdd(), ctx.jvm):
         raw = path_raw(directory)
         out.setdefault((raw.namespace, raw.name), raw)
     return list(out.values())

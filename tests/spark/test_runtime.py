@@ -299,6 +299,40 @@ def test_rdd_job_names_folders_as_on_disk(spark, workdir):
     assert [(d["namespace"], d["name"]) for d in end["outputs"]] == [("file", f"{workdir}/out/s%42 y")]
 
 
+#: Hadoop inputs of RDD jobs as the JVM names them (FileInputFormat.getInputPaths, PlanUtils.getDirectoryPaths):
+#: (id, the argument of textFile / newAPIHadoopFile under the workdir, the inputs under the workdir)
+RDD_INPUT_PATHS = [
+    ("directory", "in/2020", ["in/2020"]),
+    ("file_as_its_directory", "in/2020/a.txt", ["in/2020"]),
+    ("two_files_of_one_directory", "in/2020/a.txt,{w}/in/2020/b.txt", ["in/2020"]),
+    ("comma_separated_directories", "in/2020,{w}/in/2021", ["in/2020", "in/2021"]),
+    ("glob_as_given", "in/*/a.txt", ["in/*/a.txt"]),
+    ("brace_glob_is_one_path", "in/{{2020,2021}}", ["in/{2020,2021}"]),
+]
+
+
+@pytest.mark.parametrize("api", ["textFile", "newAPIHadoopFile"])
+@pytest.mark.parametrize("path,expected", [pytest.param(p, e, id=i) for i, p, e in RDD_INPUT_PATHS])
+def test_rdd_inputs_named_as_the_jvm_names_them(spark, workdir, api, path, expected):
+    for folder in ("2020", "2021"):
+        Path(f"{workdir}/in/{folder}").mkdir(parents=True)
+        for name in ("a.txt", "b.txt"):
+            Path(f"{workdir}/in/{folder}/{name}").write_text("x\n")
+    location = f"{workdir}/{path.format(w=workdir)}"
+
+    def read(s: Any, wd: str) -> None:
+        if api == "textFile":
+            s.sparkContext.textFile(location).count()
+        else:
+            s.sparkContext.newAPIHadoopFile(location, "org.apache.hadoop.mapreduce.lib.input.TextInputFormat",
+                                            "org.apache.hadoop.io.LongWritable", "org.apache.hadoop.io.Text").count()
+
+    events, app = run_captured(spark, workdir, read)
+    (start,) = [e for e in events if e["job"]["facets"]["jobType"]["jobType"] == "RDD_JOB"]
+    assert [(d["namespace"], d["name"]) for d in start["inputs"]] == [("file", f"{workdir}/{e}") for e in expected]
+    assert not app.guard.failures
+
+
 #: RDD saves through Hadoop output formats (PySpark's PythonRDD.saveAs*): (id, the save of `rdd` into `out`)
 HADOOP_SAVES = [
     ("sequence_file", lambda rdd, out: rdd.saveAsSequenceFile(out)),

@@ -428,3 +428,21 @@ def test_jvm_nodes_walk_each_path_prefix_once(paths, expected):
         after = len(calls)
         assert node is nodes.get(path) and len(calls) == after  # the same object, and no further call
     assert made == expected
+
+
+HADOOP_INPUT_DIRS = [  # (the mapreduce.input.fileinputformat.inputdir value, the paths Hadoop reads from it)
+    ("file:/in/a", ["file:/in/a"]),
+    ("file:/in/a,file:/in/b", ["file:/in/a", "file:/in/b"]),
+    ("file:/in/{2020\\,2021}", ["file:/in/{2020,2021}"]),  # a brace glob: its comma escaped
+    ("file:/in/a\\\\,file:/b", ["file:/in/a\\", "file:/b"]),  # an escaped backslash, then a separator
+    ("file:/in/x\\y", ["file:/in/x\\y"]),  # an escape of nothing Hadoop escapes is kept
+    ("file:/a,,file:/b,", ["file:/a", "file:/b"]),
+    ("", []),
+]
+
+
+@pytest.mark.parametrize("value,expected", HADOOP_INPUT_DIRS)
+def test_hadoop_input_paths(value, expected):
+    from spark_plugin.plan_inputs import hadoop_input_paths
+
+    assert hadoop_input_paths(value) == expected

@@ -173,10 +173,15 @@ class Application:
 
     @cached_property
     def application_details(self) -> Any:
-        """The ``spark_applicationDetails`` facet of START events (read once, on the worker)."""
+        """The ``spark_applicationDetails`` facet of START events, read once by the worker's warm-up while the context
+        is there; None (no such facet) if it cannot be read."""
         from spark_plugin import facets
 
-        return facets.application_details(self.sc, self.spark_conf)
+        try:
+            return facets.application_details(self.sc, self.spark_conf)
+        except Exception:  # noqa: BLE001 - a context already stopped: the events go out without it
+            log.warning("lineage capture: the spark_applicationDetails facet cannot be read", exc_info=True)
+            return None
 
     @cached_property
     def job_facets(self) -> dict[str, Any]:
@@ -214,7 +219,7 @@ class Application:
         (see the module's start-up cost note)."""
         from spark_plugin import plan_lineage  # noqa: F401 - imported now for the first action
 
-        _ = self.facets, self.job_facets
+        _ = self.facets, self.job_facets, self.application_details
         self._build_emitter()
 
     def begin(self) -> None:
@@ -559,9 +564,9 @@ class Application:
         at a job's end or the poll's), then ``facets.<name>.disabled``."""
         from spark_plugin.facets import APPLICATION_DETAILS  # (imported by the worker's warm-up)
 
-        details = {APPLICATION_DETAILS: self.application_details}
-        return [_without_disabled(attrs.evolve(r, run_facets={**r.run_facets, **details})
-                                  if r.event_type == START else r, self.config.disabled_facets)
+        details = self.application_details
+        return [_without_disabled(attrs.evolve(r, run_facets={**r.run_facets, APPLICATION_DETAILS: details})
+                                  if r.event_type == START and details is not None else r, self.config.disabled_facets)
                 for r in records]
 
     def _build_emitter(self) -> None:

@@ -575,6 +575,23 @@ def test_environment_properties_and_application_details(spark, workdir, monkeypa
             assert facet is None
 
 
+def test_application_details_unreadable_costs_only_that_facet(spark, workdir, monkeypatch, caplog):
+    from spark_plugin import facets
+
+    def unreadable(sc: Any, conf: Any) -> Any:
+        raise AttributeError("'NoneType' object has no attribute 'sc'")  # what a stopped context's _jsc gives
+
+    monkeypatch.setattr(facets, "application_details", unreadable)
+    with caplog.at_level(logging.WARNING, logger="spark_plugin"):
+        events, app = run_captured(spark, workdir, write_orders)
+    assert kinds(events) == [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("COMPLETE", WRITE_JOB),
+                             ("COMPLETE", APP)]
+    assert all(DETAILS not in e["run"]["facets"] for e in events)
+    assert not app.guard.failures
+    assert [r.getMessage() for r in caplog.records if DETAILS in r.getMessage()] == [
+        "lineage capture: the spark_applicationDetails facet cannot be read"]
+
+
 YARN_PROXY = "spark.org.apache.hadoop.yarn.server.webproxy.amfilter.AmIpFilter.param.PROXY_URI_BASES"
 # (id, SparkConf entries, expected (deployMode, proxyUrl, historyUrl)); "{id}": the application id, URL-encoded
 APPLICATION_URLS = [

@@ -1,5 +1,5 @@
-"""Where the PySpark plugin's cost goes: the CPU its own threads spend, by part, in the ETL (or wide) application
-of ``spark_overhead.py`` under ``spark-submit`` (plugin on, file transport).
+"""Where the PySpark plugin's cost goes: the CPU its own threads spend, by part, in the ETL (or wide, or
+small-actions) application of ``spark_overhead.py`` under ``spark-submit`` (plugin on, file transport).
 
 Whole-process wall times on this VM move by a second from run to run, far more than the plugin costs; thread CPU
 clocks do not. The probe application wraps the plugin's entry points before its first line touches Spark (the
@@ -14,7 +14,7 @@ plugin itself is unchanged) and reads, per part:
 - ``stop``: the ``spark.stop()`` hook (the last actions' events delivered before the context stops): wall;
 - the driver's whole Python process, plugin on against off (interleaved runs).
 
-    .venv/bin/python benchmarks/spark_plugin_cpu.py [--reps 5] [--variant on|down] [--app etl|wide]
+    .venv/bin/python benchmarks/spark_plugin_cpu.py [--reps 5] [--variant on|down] [--app etl|wide|small]
 """
 from __future__ import annotations
 
@@ -109,8 +109,10 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5, help="interleaved off/on runs")
     parser.add_argument("--variant", choices=["on", "down"], default="on",
                         help="on: file transport; down: an http transport to a closed port (one spool for all runs)")
-    parser.add_argument("--app", choices=["etl", "wide"], default="etl",
-                        help="etl: a join and an aggregate of two inputs; wide: a union of --wide-inputs reads")
+    parser.add_argument("--app", choices=["etl", "wide", "small"], default="etl",
+                        help="etl: a join and an aggregate of two inputs; wide: a union of --wide-inputs reads; "
+                             "small: --small-actions tiny writes")
+    parser.add_argument("--small-actions", type=int, default=200)
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--wide-inputs", type=int, default=150)
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark_overhead_data")
@@ -122,7 +124,8 @@ def main() -> None:
     app, probe, state, out = work / "app.py", work / "probe.py", work / "state", work / "out"
     probe.write_text(PROBE)
     runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
-    app_args = [args.app, str(args.data_dir), str(out)] + ([str(args.wide_inputs)] if args.app == "wide" else [])
+    count = {"wide": [str(args.wide_inputs)], "small": [str(args.small_actions)]}.get(args.app, [])
+    app_args = [args.app, str(args.data_dir), str(out), *count]
     for rep in range(args.reps + 1):  # the first pair warms the file system caches
         for plugin in (("off", "on") if rep % 2 == 0 else ("on", "off")):
             parts_file = work / "parts.json"

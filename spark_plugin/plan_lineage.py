@@ -117,6 +117,9 @@ class ReadPlan:
     #: the JVM objects of its nodes the handlers reached (its START's reads make its end's free)
     nodes: plan_tree.JvmNodes = attrs.field(eq=False, repr=False)
 
+    #: what was read of the action's logical plan at its START, for its end: its ``sql`` text (see _sql_text)
+    logical: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
+
     @nodes.default
     def _nodes(self) -> plan_tree.JvmNodes:
         return plan_tree.JvmNodes(self.jplan)
@@ -203,7 +206,7 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
         job_suffix=job_suffix,
         inputs=tuple(facets.dataset(r) for r in _dedupe(inputs)),
         outputs=tuple(output_datasets),
-        sql=_sql_text(qe, root),
+        sql=_plan_sql(plan, qe),
         processing_type="STREAMING" if streaming else "BATCH",
         logical_plan=plan_json if plan_json is not None and jvm_facet_enabled(spark_conf, LOGICAL_PLAN) else None,
         unknown=timed(UNKNOWN_TIME, _unknown_entries, root, read_by)
@@ -390,9 +393,17 @@ def _command_name(qe: Any) -> str:
 
 
 #: How many nodes below a logical plan's root are asked for an SQL text (~6 py4j calls each) when the root has none.
-#: The JVM asks every node; a DataFrame-API plan of hundreds of nodes has none to find, and a ``spark.sql``
-#: DataFrame transformed further is found within a few nodes.
+#: The JVM asks every node; a DataFrame-API plan has none to find (every node is asked: 0.1 ms of CPU each, once per
+#: action: its end reuses its START's answer), and a ``spark.sql`` DataFrame transformed further is found within a
+#: few nodes.
 SQL_SEARCH_NODES = 64
+
+
+def _plan_sql(plan: ReadPlan, qe: Any) -> str | None:
+    """:func:`_sql_text` once per plan: an action's end reuses what its START found."""
+    if "sql" not in plan.logical:
+        plan.logical["sql"] = _sql_text(qe, plan.root)
+    return plan.logical["sql"]
 
 
 def _sql_text(qe: Any, root: PlanNode) -> str | None:

@@ -432,15 +432,23 @@ def test_start_and_running_while_the_action_runs(spark, workdir, monkeypatch):
     def watched(spark: Any, workdir: str) -> None:
         import threading
 
-        def peek() -> None:
-            time.sleep(2.0)  # mid-write: what reached the file by now
+        written = threading.Event()
+
+        def peek() -> None:  # what reached the file while the write runs, until the write's START is there
             path = Path(workdir) / "events.jsonl"
-            seen_while_running.extend(kinds(read_events(path)) if path.exists() else [])
+            while not written.wait(0.1):
+                seen = kinds(read_events(path)) if path.exists() else []
+                if ("START", WRITE_JOB) in seen:
+                    seen_while_running.extend(seen)
+                    return
 
         peeker = threading.Thread(target=peek)
         peeker.start()
-        slow_write(spark, workdir)
-        peeker.join()
+        try:
+            slow_write(spark, workdir)
+        finally:
+            written.set()
+            peeker.join()
 
     events, _ = run_captured(spark, workdir, watched, {"spark.openlineage.python.pollIntervalSeconds": "0.5"})
     assert ("START", WRITE_JOB) in seen_while_running

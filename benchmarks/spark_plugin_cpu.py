@@ -15,12 +15,15 @@ plugin itself is unchanged) and reads, per part:
 - the driver's whole Python process, plugin on against off (interleaved runs).
 
     .venv/bin/python benchmarks/spark_plugin_cpu.py [--reps 5] [--variant on|down] [--app etl|wide|small]
+        [--baseline REV]   # the checkout's plugin against REV's, both on, alternating (a change's own CPU)
 """
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -116,6 +119,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--wide-inputs", type=int, default=150)
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark_overhead_data")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="instead of plugin off: the plugin as it was at git revision REV (its spark_plugin/ and "
+                             "emitter/ first on the driver's PYTHONPATH), alternating with the checkout's")
     args = parser.parse_args()
 
     work, on = spark_overhead.prepare("spark_plugin_cpu_", args.data_dir, args.rows, args.wide_inputs)
@@ -123,17 +129,24 @@ def main() -> None:
         on = spark_overhead.http_conf(on, f"http://127.0.0.1:{spark_overhead.closed_port()}")
     app, probe, state, out = work / "app.py", work / "probe.py", work / "state", work / "out"
     probe.write_text(PROBE)
-    runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
+    other = "baseline" if args.baseline else "off"
+    baseline_path = _baseline(args.baseline, work) if args.baseline else None
+    runs: dict[str, list[dict[str, float]]] = {other: [], "on": []}
     count = {"wide": [str(args.wide_inputs)], "small": [str(args.small_actions)]}.get(args.app, [])
     app_args = [args.app, str(args.data_dir), str(out), *count]
     for rep in range(args.reps + 1):  # the first pair warms the file system caches
-        for plugin in (("off", "on") if rep % 2 == 0 else ("on", "off")):
+        for variant in ((other, "on") if rep % 2 == 0 else ("on", other)):
             parts_file = work / "parts.json"
-            env = {"BENCH_PARTS": str(parts_file), "BENCH_APP": str(app), "BENCH_PLUGIN": plugin}
-            spark_overhead.submit(probe, app_args, on if plugin == "on" else {}, state,
-                                  env)
+            env = {"BENCH_PARTS": str(parts_file), "BENCH_APP": str(app),
+                   "BENCH_PLUGIN": "off" if variant == "off" else "on"}
+            if variant == "baseline":
+                env["PYTHONPATH"] = str(baseline_path)
+            spark_overhead.submit(probe, app_args, {} if variant == "off" else on, state, env)
             if rep:
-                runs[plugin].append(json.loads(parts_file.read_text()))
+                runs[variant].append(json.loads(parts_file.read_text()))
+    if args.baseline:
+        _print_comparison(args, runs)
+        return
     print(f"{args.app} application, {args.variant}, {args.reps} runs each (median, min-max):")
     for key, label in ROWS:
         values = [r[key] for r in runs["on"] if key in r]
@@ -144,6 +157,27 @@ def main() -> None:
     print(f"  {'driver Python process CPU, off / on':50s} {statistics.median(off_cpu):6.3f} / "
           f"{statistics.median(on_cpu):.3f} s (added per pair, median: "
           f"{statistics.median(a - b for a, b in zip(on_cpu, off_cpu)):+.3f} s)")
+
+
+def _baseline(revision: str, work: Path) -> Path:
+    """The plugin's packages as they were at ``revision``, byte-compiled, in a directory of their own."""
+    target = work / "baseline"
+    target.mkdir()
+    archive = subprocess.run(["git", "-C", str(spark_overhead.ROOT), "archive", revision, "spark_plugin", "emitter"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    compileall.compile_dir(target, quiet=1)
+    return target
+
+
+def _print_comparison(args: argparse.Namespace, runs: dict[str, list[dict[str, float]]]) -> None:
+    print(f"{args.app} application, {args.variant}, {args.reps} runs each, the checkout against {args.baseline} "
+          f"(medians; the same part's min-max):")
+    for key, label in [*ROWS, ("process_python_cpu", "driver Python process CPU")]:
+        now, then = ([r[key] for r in runs[v] if key in r] for v in ("on", "baseline"))
+        if now and then:
+            print(f"  {label:50s} {statistics.median(now):6.3f} s ({min(now):.3f}-{max(now):.3f})  against "
+                  f"{statistics.median(then):.3f} s ({min(then):.3f}-{max(then):.3f})")
 
 
 if __name__ == "__main__":

@@ -410,8 +410,9 @@ def test_json_schema_inference_is_an_rdd_job(spark, workdir):
 
 
 def slow_write(spark: Any, workdir: str) -> None:
-    """A write whose two tasks each sleep 2.5 s in the JVM (no Python worker)."""
-    spark.range(0, 2, 1, 2).selectExpr("id", "reflect('java.lang.Thread', 'sleep', CAST(2500 AS BIGINT)) AS s") \
+    """A write whose two tasks each sleep 6 s in the JVM (no Python worker): long enough for the execution poll
+    (every 0.5 s) to read its plan and deliver its START on a loaded CI machine."""
+    spark.range(0, 2, 1, 2).selectExpr("id", "reflect('java.lang.Thread', 'sleep', CAST(6000 AS BIGINT)) AS s") \
         .write.mode("overwrite").parquet(f"{workdir}/lake/orders")
 
 

@@ -151,14 +151,24 @@ class PlanContext:
     def is_file(self, uri: str) -> bool:
         """Whether a location is a single file (local paths checked here, others by Hadoop FS)."""
         namespace, name = naming.path_dataset(uri)
-        if namespace == "file":
+        if namespace == "file":  # no py4j call for a local path
             return os.path.isfile(name)
         try:
             path = self.jvm.org.apache.hadoop.fs.Path(uri)
             conf = self.session.sessionState().newHadoopConf()
-            return bool(path.getFileSystem(conf).isFile(path))
-        except Exception:  # noqa: BLE001 - unreachable file system: name by the path as given
+        except Exception:  # noqa: BLE001 - not a Hadoop path: name by the path as given
             return False
+        return hadoop_is_file(path, conf)
+
+
+def hadoop_is_file(path: Any, conf: Any) -> bool:
+    """Whether a Hadoop ``Path`` is a single file, asked of its file system with the Hadoop configuration
+    ``conf``; a path without a status (missing, a glob) or an unreachable file system is not a file (the path
+    is then named as given, as the JVM names it)."""
+    try:
+        return bool(path.getFileSystem(conf).getFileStatus(path).isFile())
+    except Exception:  # noqa: BLE001 - Py4JJavaError (FileNotFoundException, no such file system) or py4j
+        return False
 
 
 def _location(namespace: str, name: str) -> str:

@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
-from py4j.protocol import Py4JJavaError
 
 from emitter import naming
 from spark_plugin import plan_tree
@@ -16,6 +15,7 @@ from spark_plugin.plan_context import (
     RawDataset,
     Schema,
     catalog_table_raw,
+    hadoop_is_file,
     hive_catalog,
     path_raw,
 )
@@ -213,11 +213,7 @@ def _directories(jvm: Any, conf: Any, paths: list[str]) -> list[str]:
         parent = path.getParent()
         if parent is None or parent.toString() in out:
             continue
-        try:
-            is_file = path.getFileSystem(conf).getFileStatus(path).isFile()
-        except Py4JJavaError:  # no such path (a glob): the path itself, as the JVM
-            is_file = False
-        out[(parent if is_file else path).toString()] = None
+        out[(parent if hadoop_is_file(path, conf) else path).toString()] = None
     return list(out)
 
 

@@ -70,6 +70,7 @@ def config_run_facets(config: PluginConfig, environ: Mapping[str, str]) -> dict[
 
 ENVIRONMENT = "environment-properties"
 APPLICATION_DETAILS = "spark_applicationDetails"
+JOB_DETAILS = "spark_jobDetails"
 
 
 def environment_facet(names: Iterable[str], environ: Mapping[str, str]) -> dict[str, Any]:
@@ -94,6 +95,17 @@ class SparkApplicationDetailsRunFacet(RunFacet):
     uiWebUrl: str | None = None  # noqa: N815
     proxyUrl: str | None = None  # noqa: N815
     historyUrl: str | None = None  # noqa: N815
+
+
+@attr.define
+class SparkJobDetailsRunFacet(RunFacet):
+    """The JVM integration's ``spark_jobDetails`` facet (a DefaultRunFacet: the base RunFacet schema URL), on the
+    events its listener builds from a Spark job's start: here the START of an RDD job."""
+
+    jobId: int  # noqa: N815 - the JVM's field names
+    jobDescription: str | None = None  # noqa: N815
+    jobGroup: str | None = None  # noqa: N815
+    jobCallSite: str | None = None  # noqa: N815
 
 
 def application_details(sc: Any, spark_conf: Mapping[str, str]) -> SparkApplicationDetailsRunFacet:

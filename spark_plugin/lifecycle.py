@@ -354,7 +354,7 @@ class Application:
         start_inputs = tuple(facets.dataset(raw) for raw in inputs.values())
         start_outputs: tuple[Dataset, ...] = (facets.dataset(output),) if output else ()
         records = [RunRecord(START, action.start, inputs=start_inputs, outputs=start_outputs,
-                             run_facets=self.facets, **common)]
+                             run_facets=self._with_job_details(action.first_job, action.python_call_site), **common)]
         if output is None and action.error is None:
             return records  # the JVM sends no end event for a job without an output
         stats = rdd_jobs.job_statistics(self.sc, action.first_job, action.last_job)
@@ -392,7 +392,7 @@ class Application:
 
         facets = _FacetBuilder(self.spark_conf)
         records = []
-        for suffix, when, directories in rdd_jobs.reader_job_runs(self.sc, self.sql_status_store(), item):
+        for job_id, suffix, when, directories in rdd_jobs.reader_job_runs(self.sc, self.sql_status_store(), item):
             inputs: dict[tuple[str, str], Any] = {}
             for directory in directories:
                 raw = path_raw(directory)
@@ -401,8 +401,15 @@ class Application:
             records.append(RunRecord(START, when, job=job, run_id=new_run_id(when), parent=self.run,
                                      root=self.action_root, job_type=RDD_JOB_TYPE, job_facets=self.job_facets,
                                      inputs=tuple(facets.dataset(raw) for raw in inputs.values()),
-                                     run_facets=self.facets))
+                                     run_facets=self._with_job_details(job_id, python_call_site=False)))
         return records
+
+    def _with_job_details(self, job_id: int, python_call_site: bool) -> Mapping[str, Any]:
+        """The run facets of an event the JVM builds from Spark job ``job_id``'s start: ``spark_jobDetails`` too."""
+        from spark_plugin.facets import JOB_DETAILS, SparkJobDetailsRunFacet
+
+        details = rdd_jobs.job_details(self.sc, job_id, python_call_site)
+        return self.facets if details is None else {**self.facets, JOB_DETAILS: SparkJobDetailsRunFacet(**details)}
 
     # ---- the execution poll (worker thread): START and RUNNING while an action runs ------------------------
 

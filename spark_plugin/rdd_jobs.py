@@ -47,6 +47,9 @@ class RddAction:
     start: datetime
     end: datetime
     error: BaseException | None = None
+    #: whether PySpark set the job's ``callSite.short`` property (``RDD.collect`` does; the saves and
+    #: ``SparkContext.runJob`` leave Spark's own call site, which the JVM's facet does not see)
+    python_call_site: bool = False
 
 
 def install(find_app: Any) -> None:
@@ -95,7 +98,7 @@ def install(find_app: Any) -> None:
                                   (SparkContext, "runJob", layers_run_job)):
         original = getattr(owner, name)
         setattr(owner, name, _wrap(original, describe, context_of=(lambda obj: obj) if owner is SparkContext
-                                   else (lambda obj: obj.ctx)))
+                                   else (lambda obj: obj.ctx), python_call_site=name == "collect"))
 
 
 def _python_base(rdd: Any, force_python: bool = False) -> tuple[Any, tuple[str, ...]]:
@@ -107,7 +110,7 @@ def _python_base(rdd: Any, force_python: bool = False) -> tuple[Any, tuple[str, 
     return rdd._jrdd, (("python",) if force_python else ())
 
 
-def _wrap(original: Any, describe: Any, context_of: Any) -> Any:
+def _wrap(original: Any, describe: Any, context_of: Any, python_call_site: bool) -> Any:
     def action(self: Any, *args: Any, **kwargs: Any) -> Any:
         find_app = _state["apps"]
         if getattr(_local, "busy", False) or find_app is None:
@@ -130,7 +133,7 @@ def _wrap(original: Any, describe: Any, context_of: Any) -> Any:
         finally:
             _local.busy = False
             if noted is not None:
-                app.guard.call("rdd hook", _note_end, app, context_of(self), noted, error)
+                app.guard.call("rdd hook", _note_end, app, context_of(self), noted, error, python_call_site)
 
     action.__wrapped__ = original  # type: ignore[attr-defined]
     action.__name__, action.__doc__ = original.__name__, original.__doc__
@@ -179,10 +182,10 @@ def _note_start(obj: Any, args: tuple, kwargs: dict, describe: Any, context_of: 
     return base, layers, output, _next_job_id(context_of(obj)), datetime.now(timezone.utc)
 
 
-def _note_end(app: Any, sc: Any, noted: tuple, error: BaseException | None) -> None:
+def _note_end(app: Any, sc: Any, noted: tuple, error: BaseException | None, python_call_site: bool) -> None:
     base, layers, output, first_job, start = noted
     app.on_rdd_action(RddAction(base, tuple(layers), output, first_job, _next_job_id(sc), start,
-                                datetime.now(timezone.utc), error))
+                                datetime.now(timezone.utc), error, python_call_site))
 
 
 # ---- the worker's side ----------------------------------------------------------------------------------
@@ -227,6 +230,26 @@ def job_name(action: RddAction) -> str:
     for layer in reversed(action.layers):
         name = _combine(layer, name)
     return naming.normalize_name(name)
+
+
+def job_details(sc: Any, job_id: int, python_call_site: bool) -> dict[str, Any] | None:
+    """The fields of the JVM's ``spark_jobDetails`` facet for Spark job ``job_id``, from the status store (after
+    the listener bus delivered its start); None when the store does not keep the job.
+
+    The JVM reads them from the job start's properties, which the store does not keep: it keeps the description
+    (``spark.job.description``) and group (``spark.jobGroup.id``), and its job name is the result stage's name,
+    which is the ``callSite.short`` property whenever one is set (``python_call_site``: PySpark's ``RDD.collect``
+    sets it); otherwise Spark's own call site, which the JVM's facet does not report."""
+    _wait_for_listener_bus(sc)
+    try:
+        data = _context_proxies(sc)[1].job(job_id)
+        description, group = data.description(), data.jobGroup()
+        return {"jobId": job_id,
+                "jobDescription": str(description.get()) if description.isDefined() else None,
+                "jobGroup": str(group.get()) if group.isDefined() else None,
+                "jobCallSite": str(data.name()) if python_call_site else None}
+    except Exception:  # noqa: BLE001 - a job the store no longer keeps (spark.ui.retainedJobs)
+        return None
 
 
 def job_statistics(sc: Any, first_job: int, last_job: int) -> dict[str, int]:
@@ -339,8 +362,8 @@ def _note_read(app: Any, df: Any, marks: tuple[int, int], start: datetime) -> No
         app.on_reader_jobs(ReaderJobs(df, marks[0], last, start, marks[1]))
 
 
-def reader_job_runs(sc: Any, sql_store: Any, item: ReaderJobs) -> list[tuple[str, datetime, list[str]]]:
-    """(job name suffix, submission time, input directories) of each job of ``item`` that no SQL execution ran;
+def reader_job_runs(sc: Any, sql_store: Any, item: ReaderJobs) -> list[tuple[int, str, datetime, list[str]]]:
+    """(job id, job name suffix, submission time, input directories) of each job of ``item`` that no SQL execution ran;
     nothing when the DataFrame reads no file (the JVM finds no input then)."""
     from emitter import naming
 
@@ -357,7 +380,7 @@ def reader_job_runs(sc: Any, sql_store: Any, item: ReaderJobs) -> list[tuple[str
         name = _graph_job_name(store, graph_class, job_id)
         if name is None:
             continue
-        runs.append((naming.normalize_name(name), _submitted(store, job_id) or item.start, list(directories)))
+        runs.append((job_id, naming.normalize_name(name), _submitted(store, job_id) or item.start, list(directories)))
     return runs
 
 

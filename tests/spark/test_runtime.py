@@ -409,6 +409,66 @@ def test_json_schema_inference_is_an_rdd_job(spark, workdir):
     assert [i["name"] for i in job["inputs"]] == [f"{workdir}/lake/j"]
 
 
+def _text_lines(spark: Any, workdir: str) -> Any:
+    Path(f"{workdir}/in").mkdir(parents=True, exist_ok=True)
+    Path(f"{workdir}/in/a.txt").write_text("x\ny\n")
+    return spark.sparkContext.textFile(f"{workdir}/in")
+
+
+def _count_in_a_group(spark: Any, workdir: str) -> None:
+    spark.sparkContext.setJobGroup("nightly", "load the orders")
+    _text_lines(spark, workdir).count()  # the call site PySpark sets: "count at <this file>:<this line>"
+
+
+def _described_save(spark: Any, workdir: str) -> None:
+    spark.sparkContext.setJobDescription("save the lines")
+    _text_lines(spark, workdir).saveAsTextFile(f"{workdir}/out")
+
+
+JOB_DETAILS = "spark_jobDetails"
+# (id, extra conf, action, expected (event type, jobType, spark_jobDetails fields without jobId, or None) of the
+#  RDD jobs' events; "{site}" = the action's PySpark call site)
+JOB_DETAIL_CASES = [
+    ("collect_in_a_group", {}, _count_in_a_group,
+     [("START", {"jobDescription": "load the orders", "jobGroup": "nightly", "jobCallSite": "{site}"})]),
+    # a save runs under Spark's own call site (PySpark sets none): the JVM's facet has no jobCallSite then
+    ("save_with_a_description", {}, _described_save,
+     [("START", {"jobDescription": "save the lines"}), ("COMPLETE", None)]),
+    ("reader_job", {}, lambda spark, wd: write_orders(spark, wd) or spark.read.parquet(f"{wd}/lake/orders"),
+     [("START", {})]),
+    ("disabled", {f"spark.openlineage.facets.{JOB_DETAILS}.disabled": "true"}, _count_in_a_group, [("START", None)]),
+]
+
+
+@pytest.mark.parametrize("name,conf,action,expected", JOB_DETAIL_CASES, ids=[c[0] for c in JOB_DETAIL_CASES])
+def test_rdd_job_start_has_job_details(spark, workdir, name, conf, action, expected):
+    """The JVM's ``spark_jobDetails`` run facet on the events it builds from a Spark job's start: an RDD job's
+    START (the job's id, description, group and the call site PySpark set), not its end."""
+    from spark_plugin import rdd_jobs
+
+    sc = spark.sparkContext
+    first_jobs: list[int] = []
+
+    def act(spark: Any, workdir: str) -> None:
+        first_jobs.append(rdd_jobs._next_job_id(sc))
+        action(spark, workdir)
+
+    try:
+        events, app = run_captured(spark, workdir, act, conf)
+    finally:
+        for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+            sc.setLocalProperty(key, None)
+    site = f"count at {__file__}:{_count_in_a_group.__code__.co_firstlineno + 2}"
+    rdd_events = [e for e in events if e["job"]["facets"]["jobType"]["jobType"] == "RDD_JOB"]
+    got = [(e["eventType"], e["run"]["facets"].get(JOB_DETAILS)) for e in rdd_events]
+    assert [(kind, None if facet is None else {k: v for k, v in facet.items() if not k.startswith("_")})
+            for kind, facet in got] == [
+        (kind, None if fields is None else {"jobId": first_jobs[0] + (1 if name == "reader_job" else 0),
+                                            **{k: v.format(site=site) for k, v in fields.items()}})
+        for kind, fields in expected]
+    assert not app.guard.failures
+
+
 def slow_write(spark: Any, workdir: str) -> None:
     """A write whose two tasks each sleep 6 s in the JVM (no Python worker): long enough for the execution poll
     (every 0.5 s) to read its plan and deliver its START on a loaded CI machine."""

@@ -209,6 +209,13 @@ def _layer_transports(layers: list[tuple[str, Any]]) -> tuple[dict[str, Any] | N
     return transport, source
 
 
+def shared_settings() -> dict[str, Any]:
+    """``openlineage.yml`` over the ``OPENLINEAGE__*`` variables (steps 2 and 3 above), nested: what a producer
+    reads from them besides the transport and spool sections, which :func:`load_config` reads. Raises what
+    reading the file raises (unreadable, not YAML, not a mapping)."""
+    return _deep_merge(_env_config(), _yaml_config()[0])
+
+
 def load_config(overrides: Mapping[str, Any] | None = None) -> EmitterConfig:
     """Resolve the configuration following the numbered precedence in this module's docstring."""
     explicit = nest(overrides or {})

@@ -159,6 +159,48 @@ def parse_tags(text: str | None) -> tuple[Tag, ...]:
     return tuple(tags)
 
 
+#: Sections of ``openlineage.yml`` (and ``OPENLINEAGE__*`` variables) read as the ``spark.openlineage.*`` keys of
+#: the same path: the JVM integration merges that file under its SparkConf. Transport and spool are the emitter's.
+FILE_SECTIONS = ("disabled", "namespace", "appName", "capturedProperties", "facets", "columnLineage", "filter",
+                 "dataset", "job", "run", "jobName", "circuitBreaker", "debug", "python")
+
+
+def file_settings() -> tuple[dict[str, str], list[str]]:
+    """The plugin's settings from ``openlineage.yml`` / ``OPENLINEAGE__*`` variables as SparkConf entries, to lie
+    under the SparkConf's (``spark.openlineage.`` + the dotted path, a list as ``[a;b]``, a boolean as
+    ``true``/``false``), and the warnings to log once the host's log is set up. A file that cannot be read gives
+    no entries and a warning (the emitter reports it too)."""
+    from emitter.config import shared_settings
+
+    try:
+        nested = shared_settings()
+    except Exception as error:  # noqa: BLE001 - a broken file must not stop the application
+        return {}, [f"lineage capture: openlineage.yml not read for the Spark settings: {error}"]
+    flat: dict[str, str] = {}
+    skipped: list[str] = []
+    for section in FILE_SECTIONS:
+        if section in nested:
+            _flatten(PREFIX + section, nested[section], flat, skipped)
+    warnings = [f"lineage capture: openlineage.yml settings with no spark.openlineage.* form ignored: "
+                f"{', '.join(sorted(skipped))}"] if skipped else []
+    return flat, warnings
+
+
+def _flatten(key: str, value: object, flat: dict[str, str], skipped: list[str]) -> None:
+    if isinstance(value, Mapping):
+        for name, item in value.items():
+            _flatten(f"{key}.{name}", item, flat, skipped)
+    elif isinstance(value, list):
+        if all(isinstance(item, (str, int, float)) and not isinstance(item, bool) for item in value):
+            flat[key] = "[" + ";".join(str(item) for item in value) + "]"
+        else:  # a list of mappings (the Python client's tags, filters): no SparkConf form
+            skipped.append(key[len(PREFIX):])
+    elif isinstance(value, bool):
+        flat[key] = "true" if value else "false"
+    elif value is not None:
+        flat[key] = str(value)
+
+
 def strip_prefix(spark_conf: Mapping[str, str]) -> dict[str, str]:
     """The ``spark.openlineage.*`` entries of a SparkConf, prefix removed."""
     return {k[len(PREFIX):]: v for k, v in spark_conf.items() if k.startswith(PREFIX)}

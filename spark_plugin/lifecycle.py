@@ -39,7 +39,7 @@ import attrs
 from emitter.records import COMPLETE, FAIL, RUNNING, START, Dataset, JobRef, JobType, RunRecord, RunRef
 from emitter.run_ids import new_run_id
 from spark_plugin import exit_status, host_log, rdd_jobs, streaming
-from spark_plugin.config import PluginConfig
+from spark_plugin.config import PluginConfig, file_settings
 from spark_plugin.guard import Guard
 from spark_plugin.listener import Captured, JvmProxy, QueryListener
 from spark_plugin.worker import Worker
@@ -840,13 +840,16 @@ def _start(spark: Any, conf: Mapping[str, str] | None) -> Application | None:
             if app.sc is sc and not app.finished and not app.context_stopped:
                 app.add_session(spark)
                 return app
-        spark_conf = dict(sc._conf.getAll())
-        spark_conf.update(conf or {})
+        # openlineage.yml's settings under the SparkConf's, the explicit ones over both (the JVM's precedence)
+        from_file, file_warnings = file_settings()
+        spark_conf = {**from_file, **dict(sc._conf.getAll()), **(conf or {})}
         config = PluginConfig.from_spark_conf(spark_conf)
         if config.disabled:
             log.info("lineage capture disabled by spark.openlineage.disabled / OPENLINEAGE_DISABLED")
             return None
         host_log.install(sc._jvm)  # before the first warning: they go where Spark's go
+        for warning in file_warnings:
+            log.warning("%s", warning)
         config.warn_unknown()
         app = Application(sc, spark_conf, config)
         app.worker.submit(app.warm_up, always=True)

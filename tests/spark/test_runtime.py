@@ -621,6 +621,25 @@ def test_disabled_facets(spark, workdir, name, conf, every, starts):
     assert [set(e["run"]["facets"]) - {"parent"} for e in events] == [every | starts] * 2 + [every] * 3
 
 
+# (id, SparkConf entries over the file's) openlineage.yml: spark_properties off, TEST_VAR reported
+YML_OVERRIDES = [("file_only", {}, EVERY_EVENT - {"spark_properties"}),
+                 ("spark_conf_wins", {"spark.openlineage.facets.spark_properties.disabled": "false"}, EVERY_EVENT)]
+
+
+@pytest.mark.parametrize("name,conf,every", YML_OVERRIDES, ids=[y[0] for y in YML_OVERRIDES])
+def test_settings_from_openlineage_yml(spark, workdir, monkeypatch, name, conf, every):
+    """The JVM integration reads its settings from openlineage.yml too, under the SparkConf's: so does the plugin."""
+    Path(workdir, "openlineage.yml").write_text(
+        "facets:\n  spark_properties:\n    disabled: true\n  custom_environment_variables: [TEST_VAR]\n")
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", f"{workdir}/openlineage.yml")
+    monkeypatch.setenv("TEST_VAR", "from the file's list")
+    events, app = run_captured(spark, workdir, write_orders, conf)
+    assert [set(e["run"]["facets"]) - {"parent", DETAILS} for e in events] == [every] * 5
+    assert {json.dumps(e["run"]["facets"]["environment-properties"]["environment-properties"]) for e in events} == {
+        json.dumps({"TEST_VAR": "from the file's list"})}
+    assert not app.guard.failures
+
+
 def test_environment_properties_and_application_details(spark, workdir, monkeypatch):
     """``SparkGenericIntegrationTest.sparkEmitsEventsWithFacets``: every event has ``environment-properties`` (the
     variables named by ``facets.custom_environment_variables``; a secret's value masked), START events have

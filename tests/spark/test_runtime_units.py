@@ -139,6 +139,50 @@ def test_the_jvm_keys_are_accepted_quietly_by_the_plugin_and_its_emitter(caplog,
     assert config.circuit_breaker is not None and config.circuit_breaker.gc_cpu_threshold == 5
 
 
+# (id, openlineage.yml text (None: no file), OPENLINEAGE__* variables, expected SparkConf entries, warnings)
+FILE_SETTINGS = [
+    ("no_file", None, {}, {}, []),
+    ("jvm_sections", "facets:\n  disabled: [spark_unknown, spark.logicalPlan]\n  spark_properties:\n"
+     "    disabled: true\n  custom_environment_variables: [A, B]\ncircuitBreaker:\n  type: simpleMemory\n"
+     "  memoryThreshold: 20\ncolumnLineage:\n  datasetLineageEnabled: false\njob:\n  owners:\n    team: data\n"
+     "namespace: prod\n", {},
+     {P + "facets.disabled": "[spark_unknown;spark.logicalPlan]", P + "facets.spark_properties.disabled": "true",
+      P + "facets.custom_environment_variables": "[A;B]", P + "circuitBreaker.type": "simpleMemory",
+      P + "circuitBreaker.memoryThreshold": "20", P + "columnLineage.datasetLineageEnabled": "false",
+      P + "job.owners.team": "data", P + "namespace": "prod"}, []),
+    # the emitter's sections are read by the emitter; a key no SparkConf form has is named once
+    ("emitter_sections_and_lists_of_mappings",
+     "transport:\n  type: http\n  url: http://h:5000\nspool:\n  dir: /s\nrun:\n  tags:\n    - key: a\n"
+     "      value: b\n", {}, {}, ["lineage capture: openlineage.yml settings with no spark.openlineage.* form "
+                                "ignored: run.tags"]),
+    ("file_over_variables", "facets:\n  spark_unknown:\n    disabled: false\n",
+     {"OPENLINEAGE__FACETS__SPARK_UNKNOWN__DISABLED": "true", "OPENLINEAGE__FACETS__DEBUG__DISABLED": "false"},
+     {P + "facets.spark_unknown.disabled": "false", P + "facets.debug.disabled": "false"}, []),
+    ("not_a_mapping", "- a\n- b\n", {}, {}, ["lineage capture: openlineage.yml not read for the Spark settings: "
+                                            "{path}: expected a mapping at the top level"]),
+]
+
+
+@pytest.mark.parametrize("name,text,env,expected,warnings", FILE_SETTINGS, ids=[f[0] for f in FILE_SETTINGS])
+def test_file_settings(monkeypatch, tmp_path, name, text, env, expected, warnings):
+    """openlineage.yml's sections the JVM integration reads from that file, as the SparkConf entries they stand for
+    (the plugin puts them under the SparkConf)."""
+    from spark_plugin.config import file_settings
+
+    for variable in [n for n in os.environ if n.startswith("OPENLINEAGE")]:
+        monkeypatch.delenv(variable)
+    path = tmp_path / "openlineage.yml"
+    if text is not None:
+        path.write_text(text)
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", str(path))
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")  # neither ./openlineage.yml nor ~/.openlineage/openlineage.yml
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for variable, value in env.items():
+        monkeypatch.setenv(variable, value)
+    assert file_settings() == (expected, [w.format(path=path) for w in warnings])
+
+
 def test_emitter_overrides_drop_unknown_keys_and_prefix():
     config = PluginConfig.from_spark_conf({"spark.app.name": "a", P + "transport.type": "http",
                                            P + "transport.url": "http://h:5000", P + "nmespace": "x"}, environ={})

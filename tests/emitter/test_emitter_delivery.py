@@ -207,3 +207,25 @@ def test_file_transport_writes_utf8_json_lines_that_read_back_exactly(tmp_path):
     assert [e["inputs"][0]["name"] for e in events] == names
     for event in events:
         assert_valid_event(event)
+
+
+def test_file_transport_lines_reach_the_file_without_a_next_event(tmp_path):
+    """Two events in quick succession (an application's START, then its first action's): the second is buffered
+    behind the first's flush, and must reach the file within the flush interval although no event follows (a long
+    action's next event may come an hour later); the emitter is neither flushed nor closed meanwhile."""
+    import time
+
+    from emitter.transport import FLUSH_EVERY_SECONDS
+
+    from ol_schema import read_events
+
+    out = tmp_path / "events.jsonl"
+    emitter = Emitter.from_config({"transport.type": "file", "transport.location": str(out)})
+    records = numbered_records(2)
+    for record in records:
+        emitter.emit(record)
+    deadline = time.monotonic() + FLUSH_EVERY_SECONDS + 2.0
+    while time.monotonic() < deadline and len(read_events(out) if out.exists() else []) < len(records):
+        time.sleep(0.05)
+    assert [e["run"]["runId"] for e in read_events(out)] == [r.run_id for r in records]
+    emitter.close()

@@ -589,8 +589,16 @@ class Application:
                 self._emitter = self.guard.call("emitter setup", self._new_emitter)
             finally:
                 self._emitter_built.set()
+                if not self.worker.closed:  # (closed: the end of the application spools the backlog)
+                    self.worker.submit(self._flush_backlog, always=True)
 
         threading.Thread(target=build, name="lineage-capture-emitter", daemon=True).start()
+
+    def _flush_backlog(self) -> None:
+        """On the worker, once the emitter is built: deliver the records that waited for it. Without this they
+        would wait for the next records, and a long action's START from the execution poll would come at its end."""
+        if self._backlog:
+            self._deliver([], self._flush_backlog)
 
     def _new_emitter(self) -> Any:
         from emitter import Emitter

@@ -476,13 +476,22 @@ def slow_write(spark: Any, workdir: str) -> None:
         .write.mode("overwrite").parquet(f"{workdir}/lake/orders")
 
 
-def test_start_and_running_while_the_action_runs(spark, workdir, monkeypatch):
+@pytest.mark.parametrize("build_delay", [0.0, 2.0], ids=["emitter_ready", "emitter_built_late"])
+def test_start_and_running_while_the_action_runs(spark, workdir, monkeypatch, build_delay):
     """The execution poll: a long write's START is delivered while it runs (at its submission time), then
     RUNNING once its Spark job started; the end reuses the run (one run id, one job name) and the plan its
-    START read (one ``toJSON()`` per action)."""
+    START read (one ``toJSON()`` per action). The emitter may be built after the poll's START was made (a slow
+    start, a spool to replay): the START still goes out as soon as it is, not at the action's end."""
     seen_while_running = []
     plans_read = []
     read_plan = plan_lineage.read_plan
+    new_emitter = lifecycle.Application._new_emitter
+
+    def late_emitter(self: Any) -> Any:
+        time.sleep(build_delay)
+        return new_emitter(self)
+
+    monkeypatch.setattr(lifecycle.Application, "_new_emitter", late_emitter)
 
     def counted_read_plan(qe: Any, func_name: str = "") -> Any:
         plans_read.append(qe)

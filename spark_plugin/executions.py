@@ -113,6 +113,24 @@ class ExecutionPoll:
                 progressed.append(tracked)
         return new, progressed
 
+    def unfinished(self) -> list[Tracked]:
+        """The watched executions whose START was sent and whose end Spark's store does not know (all of them when
+        the store cannot be read: the driver's JVM is going away), no longer watched from now on. One that ended
+        there is left out: its end was reported to the listener, which may just not have been called yet."""
+        out = []
+        for execution_id, tracked in list(self.watched.items()):
+            if tracked.run_id is None:
+                continue
+            try:
+                found = self._store.execution(execution_id)
+                ended = bool(found.isDefined() and found.get().completionTime().isDefined())
+            except Exception:  # noqa: BLE001 - no JVM to ask: not ended as far as anyone can tell
+                ended = False
+            if not ended:
+                out.append(tracked)
+        self.watched.clear()
+        return out
+
     def take(self, qe: Any) -> Tracked | None:
         """The watched execution of the listener's ``qe``, no longer watched from now on; None when not watched.
         Taking the same ``qe`` again gives the same execution: the end of the application may make an action's

@@ -8,19 +8,29 @@
   ``SparkContext.stop`` (``try/finally: spark.stop()``) via :func:`at_stop`.
 - Interactive sessions (REPL, notebook) keep ``sys.last_value`` of errors the user already saw: there
   only the exit code counts.
+- SIGTERM (a scheduler's kill or timeout, ``kill <pid>``): by default Python dies at once, without ``atexit``.
+  Where SIGTERM still has that default action, :func:`install` puts a handler on it that ends the application's
+  run as failed (``on_terminate``), then lets the signal take its default course: the process dies as it would
+  have. An application's own handler is left alone (a handler that exits goes through ``atexit``).
 """
 from __future__ import annotations
 
 import builtins
+import os
+import signal
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 _NO_CODE = object()
-_state: dict[str, Any] = {"code": _NO_CODE, "originals": None}
+_state: dict[str, Any] = {"code": _NO_CODE, "originals": None, "sigterm": None}
+#: The longest a SIGTERM waits for the application's run to be ended (its own time limits are shorter: the end's
+#: delivery spools at once when the backend stalls) before the process dies of it.
+SIGTERM_BUDGET_S = 10.0
 
 
 @attrs.frozen
@@ -51,8 +61,10 @@ class _RecordingQuitter:
         return repr(self._original)
 
 
-def install() -> None:
-    """Wrap ``sys.exit``, ``exit`` and ``quit`` (idempotent)."""
+def install(on_terminate: Callable[[Outcome], None] | None = None) -> None:
+    """Wrap ``sys.exit``, ``exit`` and ``quit``, and handle SIGTERM with ``on_terminate`` (idempotent)."""
+    if on_terminate is not None:
+        _install_sigterm(on_terminate)
     if _state["originals"] is not None:
         return
     original_exit = sys.exit
@@ -71,8 +83,38 @@ def install() -> None:
             setattr(builtins, name, _RecordingQuitter(originals[name]))
 
 
+def _install_sigterm(on_terminate: Callable[[Outcome], None]) -> None:
+    # only the main thread may set a handler; only the default action is replaced: an application's own
+    # handler, or SIG_IGN, stays as it is
+    if _state["sigterm"] is not None or threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        signal.signal(signum, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+        _state["sigterm"] = None
+        try:
+            # on a thread of its own: the main thread may be inside a py4j call (waiting on an action), and a
+            # py4j call made from this handler would reuse that thread's connection mid-answer
+            ending = threading.Thread(target=on_terminate, name="lineage-capture-sigterm", daemon=True,
+                                      args=(Outcome(True, "the application was terminated by SIGTERM"),))
+            ending.start()
+            ending.join(SIGTERM_BUDGET_S)
+        finally:
+            os.kill(os.getpid(), signum)  # the default action: the process dies of the signal, as without us
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    _state["sigterm"] = on_sigterm
+
+
 def uninstall() -> None:
     """Put the originals back (idempotent)."""
+    handler = _state["sigterm"]
+    if handler is not None and threading.current_thread() is threading.main_thread():
+        if signal.getsignal(signal.SIGTERM) is handler:  # not replaced by the application since
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _state["sigterm"] = None
     originals = _state["originals"]
     if originals is None:
         return

@@ -779,6 +779,7 @@ class Application:
         if self.worker.closed:  # the worker was stuck at stop: its items are spooled already
             self._spool_undelivered((terminal,))
         else:
+            self.worker.submit(functools.partial(self._end_unfinished_runs, outcome), always=True)
             self.worker.submit(terminal, always=True)
             self.worker.submit(self._close_emitter, always=True)
             self._settle(self.config.shutdown_timeout_s)
@@ -792,6 +793,27 @@ class Application:
         with _lock:
             if self in _live:
                 _live.remove(self)
+
+    def _end_unfinished_runs(self, outcome: exit_status.Outcome) -> None:
+        """On the worker, as the application ends: a FAIL for every action whose START the execution poll sent
+        and whose end Spark never reported (the driver killed while it ran): no run stays open for ever. The JVM
+        integration sends FAIL for them too (their Spark jobs end failed as the context stops)."""
+        poll = self._poll
+        if poll is None or not any(tracked.run_id is not None for tracked in poll.watched.values()):
+            return
+        from openlineage.client.facet_v2 import error_message_run
+
+        now = datetime.now(timezone.utc)
+        facets = dict(self.facets)
+
+        facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+            message=f"the application ended while this action ran: {outcome.message or 'no error'}",
+            programmingLanguage="PYTHON")
+        records = [self._action_record(FAIL, max(now, tracked.last_sent or now), tracked.lineage, tracked.run_id,
+                                       tracked.job_suffix, facets)
+                   for tracked in poll.unfinished()]
+        if records and not self.config_disabled():
+            self._deliver(self._finished(records), self._end_unfinished_runs)
 
     def _unregister(self) -> None:
         if self.context_stopped or self.sc._jsc is None:
@@ -811,7 +833,11 @@ class Application:
 
 
 def _at_exit() -> None:
-    outcome = exit_status.at_exit()
+    _finish_all(exit_status.at_exit())
+
+
+def _finish_all(outcome: exit_status.Outcome) -> None:
+    """End every live application's run with ``outcome`` (the interpreter's exit, or SIGTERM)."""
     with _lock:
         apps = list(_live)
     for app in apps:
@@ -867,7 +893,7 @@ def _start(spark: Any, conf: Mapping[str, str] | None) -> Application | None:
         rdd_jobs.install_reader(_any_live_app)
         streaming.install(_app_of_context)
         app.begin()
-        exit_status.install()
+        exit_status.install(on_terminate=_finish_all)
         if not _process["atexit"]:
             _process["atexit"] = True
             atexit.register(_at_exit)

@@ -72,6 +72,17 @@ SCENARIOS = [
     ("sys_exit_3", "exit3", {**ON, **FILE}, 3,
      [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FOOTERS), ("FAIL", APP)],
      "the application exited with code 3"),
+    # killed (Python dies of SIGTERM, spark-submit's exit code is 128 + 15 as without the plugin): the run ends
+    # as failed instead of staying open for ever
+    ("sigterm", "sigterm", {**ON, **FILE}, 143,
+     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FOOTERS), ("FAIL", APP)],
+     "the application was terminated by SIGTERM"),
+    ("sigterm_in_an_action", "sigterm_in_an_action", {**ON, **FILE}, 143,
+     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FOOTERS), ("FAIL", APP)],
+     "the application was terminated by SIGTERM"),
+    ("own_sigterm_handler", "own_sigterm_handler", {**ON, **FILE}, 7,
+     [("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FOOTERS), ("FAIL", APP)],
+     "the application exited with code 7"),
 ]
 
 
@@ -88,7 +99,7 @@ def test_spark_submit(workdir, hook_pythonpath, class_archive, isolated_lineage_
     events = read_events(events_file)
     for event in events:
         assert_valid_event(event)
-    assert [(e["eventType"], e["job"]["name"]) for e in events] == expected
+    assert [(e["eventType"], e["job"]["name"]) for e in events] == expected, result.stdout[-5000:]
     app_run = events[0]["run"]["runId"]
     assert events[-1]["run"]["runId"] == app_run
     app_parent = events[0]["run"]["facets"].get("parent")
@@ -101,12 +112,13 @@ def test_spark_submit(workdir, hook_pythonpath, class_archive, isolated_lineage_
     if error is not None:
         assert error in app_error["message"]
         assert app_error["programmingLanguage"] == "PYTHON"
-    if ending in ("action_fails", "raise"):
-        # the application's own failure is untouched: same traceback as without the plugin
+    if ending in ("action_fails", "raise", "sigterm"):
+        # the application's own failure is untouched: same exit code (and traceback) as without the plugin
         baseline = submit(workdir, ending, {}, hook_pythonpath, class_archive, isolated_lineage_env)
         assert baseline.returncode == code
         assert list(isolated_lineage_env.iterdir()) == []  # not enabled: the hook stayed inert (no events)
-        assert traceback_of(result.stdout) == traceback_of(baseline.stdout)
+        if ending != "sigterm":  # (a process killed by a signal prints no traceback)
+            assert traceback_of(result.stdout) == traceback_of(baseline.stdout)
 
 
 def test_the_driver_main_thread_never_imports_openlineage_python(workdir, hook_pythonpath, class_archive,
@@ -157,6 +169,28 @@ def _hanging_backend() -> tuple[socket.socket, int]:
     server.bind(("127.0.0.1", 0))
     server.listen(64)
     return server, server.getsockname()[1]
+
+
+def test_sigterm_during_a_watched_action_fails_it(workdir, hook_pythonpath, class_archive, isolated_lineage_env):
+    """Killed while a long write runs whose START the execution poll sent: that run gets a FAIL (it would stay
+    open for ever), before the application's FAIL; the process still dies of the signal."""
+    events_file = Path(workdir) / "events.jsonl"
+    conf = {**ON, **FILE, "spark.openlineage.python.pollIntervalSeconds": "0.5",
+            "spark.openlineage.transport.location": str(events_file)}
+    result = submit(workdir, "sigterm_in_an_action", conf, hook_pythonpath, class_archive, isolated_lineage_env)
+    assert result.returncode == 143, result.stdout[-3000:]
+    events = read_events(events_file)
+    for event in events:
+        assert_valid_event(event)
+    slow = [e for e in events if e["job"]["name"] == SLOW_WRITE]
+    assert slow, [(e["eventType"], e["job"]["name"]) for e in events]
+    assert slow[0]["eventType"] == "START" and slow[-1]["eventType"] == "FAIL"
+    assert {e["eventType"] for e in slow[1:-1]} <= {"RUNNING"}
+    assert len({e["run"]["runId"] for e in slow}) == 1
+    assert slow[-1]["run"]["facets"]["errorMessage"]["message"] == (
+        "the application ended while this action ran: the application was terminated by SIGTERM")
+    assert [(e["eventType"], e["job"]["name"]) for e in events[-2:]] == [("FAIL", SLOW_WRITE), ("FAIL", APP)]
+    assert "terminated by SIGTERM" in events[-1]["run"]["facets"]["errorMessage"]["message"]
 
 
 @pytest.mark.parametrize("backend", ["refusing", "hanging"])

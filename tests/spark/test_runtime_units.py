@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -283,6 +284,24 @@ def test_install_is_reversible():
     exit_status.uninstall()
     exit_status.uninstall()
     assert (sys.exit, builtins.exit) == before
+
+
+# (id, SIGTERM's handler before instrumenting: "default", "ignore" or "own", whether the plugin takes it)
+SIGTERM_HANDLERS = [("default", signal.SIG_DFL, True), ("ignored", signal.SIG_IGN, False),
+                    ("the_application_s_own", lambda signum, frame: None, False)]
+
+
+@pytest.mark.parametrize("name,before,taken", SIGTERM_HANDLERS, ids=[h[0] for h in SIGTERM_HANDLERS])
+def test_sigterm_handler_only_replaces_the_default_and_is_put_back(name, before, taken):
+    previous = signal.signal(signal.SIGTERM, before)
+    try:
+        exit_status.install(on_terminate=lambda outcome: None)
+        assert (signal.getsignal(signal.SIGTERM) is not before) == taken
+        exit_status.uninstall()
+        assert signal.getsignal(signal.SIGTERM) is before
+    finally:
+        exit_status.uninstall()
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_startup_hook_is_inert_outside_spark_submit(tmp_path):

@@ -3,7 +3,11 @@
 ``orders_app.py <workdir> <ending>`` writes ``<workdir>/lake/orders``, prints the row count, then ends
 the way ``<ending>`` says (the ENDINGS table).
 """
+import os
+import signal
 import sys
+import threading
+import time
 
 from pyspark.sql import SparkSession
 
@@ -32,6 +36,28 @@ def slow_write(spark, workdir):
         f"{workdir}/lake/slow")
 
 
+def terminated(spark, workdir):
+    """A scheduler's kill (a timeout, ``kill <pid>``): SIGTERM to this process, which then waits to be ended."""
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(60)
+
+
+def terminated_in_an_action(spark, workdir):
+    """SIGTERM while the main thread waits on a long write (blocked in py4j)."""
+    threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGTERM)).start()  # the write takes 8 s
+    spark.range(8).repartition(8).selectExpr(
+        "id", "reflect('java.lang.Thread', 'sleep', CAST(1000 AS BIGINT)) AS slept").write.mode("overwrite").parquet(
+        f"{workdir}/lake/slow")
+    time.sleep(60)
+
+
+def own_sigterm_handler(spark, workdir):
+    """The application handles SIGTERM itself (exit code 7): its handler, not the plugin's, decides."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(7))
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(60)
+
+
 def raise_error(spark, workdir):
     raise ValueError("boom from the app")
 
@@ -44,6 +70,9 @@ ENDINGS = {
     "raise": raise_error,
     "exit3": lambda spark, workdir: sys.exit(3),
     "slow_write": slow_write,  # then spark.stop() at once, as the write's end is being reported
+    "sigterm": terminated,
+    "sigterm_in_an_action": terminated_in_an_action,
+    "own_sigterm_handler": own_sigterm_handler,
 }
 
 if __name__ == "__main__":

@@ -193,10 +193,17 @@ def test_sigterm_during_a_watched_action_fails_it(workdir, hook_pythonpath, clas
     assert "terminated by SIGTERM" in events[-1]["run"]["facets"]["errorMessage"]["message"]
 
 
-@pytest.mark.parametrize("backend", ["refusing", "hanging"])
-def test_dead_backend_and_no_stop(workdir, hook_pythonpath, class_archive, isolated_lineage_env, backend):
+# (backend, app ending, exit code, the application's terminal event)
+DEAD_BACKENDS = [("refusing", "no_stop", 0, "COMPLETE"), ("hanging", "no_stop", 0, "COMPLETE"),
+                 ("hanging", "sigterm", 143, "FAIL")]
+
+
+@pytest.mark.parametrize("backend,ending,code,terminal", DEAD_BACKENDS, ids=[f"{d[0]}_{d[1]}" for d in DEAD_BACKENDS])
+def test_dead_backend_and_no_stop(workdir, hook_pythonpath, class_archive, isolated_lineage_env, backend, ending,
+                                  code, terminal):
     """http to a closed port (openlineage-python's retries: seconds per event) or to a server that never answers,
-    app never stops Spark: exit 0, nothing printed, every event spooled at the interpreter's exit, quickly."""
+    app never stops Spark (or is killed): its exit code, nothing printed, every event spooled at the interpreter's
+    exit (or the signal), quickly."""
     if backend == "refusing":
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -205,22 +212,22 @@ def test_dead_backend_and_no_stop(workdir, hook_pythonpath, class_archive, isola
     else:
         server, port = _hanging_backend()
     try:
-        result = submit(workdir, "no_stop", {**ON, "spark.openlineage.transport.type": "http",
+        result = submit(workdir, ending, {**ON, "spark.openlineage.transport.type": "http",
                                              "spark.openlineage.transport.url": f"http://127.0.0.1:{port}",
                                              "spark.openlineage.transport.timeoutInMillis": "20000"},
                         hook_pythonpath, class_archive, isolated_lineage_env)
     finally:
         if server is not None:
             server.close()
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == code, result.stderr[-3000:]
     assert result.stdout.strip() == "rows: 5"  # the driver's stderr is in stdout: nothing of ours there
     spooled = spooled_events(isolated_lineage_env)
     # the one in flight when the app ended is spooled too (it may reach the backend as well: at most once more)
     assert {(e["eventType"], e["job"]["name"]) for e in spooled} == {
         ("START", APP), ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FOOTERS),
-        ("COMPLETE", APP)}
+        (terminal, APP)}
     assert [(e["eventType"], e["job"]["name"]) for e in spooled][-5:] == [
-        ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FOOTERS), ("COMPLETE", APP)]
+        ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FOOTERS), (terminal, APP)]
 
 
 SLOW_WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_slow"

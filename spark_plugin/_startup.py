@@ -6,11 +6,12 @@ dictionary lookup. In a driver, :func:`arm` adds a one-shot import hook: when ``
 has been executed, ``SparkSession.__init__`` is wrapped so that each new session whose SparkConf says
 ``spark.openlineage.python.enabled=true`` gets instrumented. Nothing from pyspark is imported here.
 
-``SparkContext._initialize_context`` is wrapped too, for one thing only: when the context's SparkConf enables
-the plugin, a daemon thread starts importing the plugin's modules and openlineage-python (:func:`preload`) while
-the JVM creates the SparkContext. That call keeps the driver's main thread waiting on py4j for about two seconds
-without the GIL, so the imports (~0.25 s of CPU) no longer compete with the main thread's py4j calls when the
-session is instrumented, nor with the application's first actions.
+``SparkContext.__init__`` is wrapped too: a context whose SparkConf enables the plugin starts its application's
+run (an application may never make a session). And ``SparkContext._initialize_context``: when the context's
+SparkConf enables the plugin, a daemon thread starts importing the plugin's modules and openlineage-python
+(:func:`preload`) while the JVM creates the SparkContext. That call keeps the driver's main thread waiting on
+py4j for about two seconds without the GIL, so the imports (~0.25 s of CPU) no longer compete with the main
+thread's py4j calls when the session is instrumented, nor with the application's first actions.
 """
 from __future__ import annotations
 
@@ -139,6 +140,18 @@ def _patch_context_init() -> None:
     _initialize_context.__doc__ = original.__doc__
     context_class._initialize_context = _initialize_context  # type: ignore[union-attr]
 
+    # and once the context is made: its application's run begins there, as the JVM integration's (a listener on
+    # the context), so an application of RDDs only, which never makes a session, is seen too
+    original_init = context_class.__init__  # type: ignore[misc]
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807 - it is __init__
+        original_init(self, *args, **kwargs)
+        on_context_made(self)
+
+    __init__.__wrapped__ = original_init  # type: ignore[attr-defined]
+    __init__.__doc__ = original_init.__doc__
+    context_class.__init__ = __init__  # type: ignore[misc]
+
 
 def on_context(jconf: Any) -> None:
     """The JVM is about to create a SparkContext of ``jconf`` (a JVM SparkConf): start :func:`preload` when it
@@ -152,6 +165,17 @@ def on_context(jconf: Any) -> None:
             thread.start()
     except Exception as error:  # noqa: BLE001 - the boundary between pyspark's context creation and us
         _warn("could not prepare lineage capture", error)
+
+
+def on_context_made(sc: Any) -> None:
+    """A SparkContext was made: start its application's run when its SparkConf enables the plugin. Never raises."""
+    try:
+        if _flag(sc._conf.get(ENABLED_KEY, "false")):
+            from spark_plugin.lifecycle import instrument_context
+
+            instrument_context(sc)
+    except Exception as error:  # noqa: BLE001 - the boundary between pyspark's context creation and us
+        _warn("could not instrument the Spark context", error)
 
 
 def preload() -> None:

@@ -865,14 +865,21 @@ def _is_classic(spark: Any) -> bool:
 
 
 def _start(spark: Any, conf: Mapping[str, str] | None) -> Application | None:
+    with _lock:
+        app = _start_context(spark.sparkContext, conf)
+        if app is not None:
+            app.add_session(spark)
+        return app
+
+
+def _start_context(sc: Any, conf: Mapping[str, str] | None) -> Application | None:
+    """The live application of ``sc``, made (and its run started) unless there is one; None when disabled."""
     from emitter.log import install_redaction
 
     install_redaction(root_handlers=False)  # our log lines only: the application's handlers stay as they are
-    sc = spark.sparkContext
     with _lock:
         for app in _live:
             if app.sc is sc and not app.finished and not app.context_stopped:
-                app.add_session(spark)
                 return app
         # openlineage.yml's settings under the SparkConf's, the explicit ones over both (the JVM's precedence)
         from_file, file_warnings = file_settings()
@@ -887,7 +894,6 @@ def _start(spark: Any, conf: Mapping[str, str] | None) -> Application | None:
         config.warn_unknown()
         app = Application(sc, spark_conf, config)
         app.worker.submit(app.warm_up, always=True)
-        app.add_session(spark)
         app.hook_stop()
         rdd_jobs.install(_app_of_context)
         rdd_jobs.install_reader(_any_live_app)
@@ -899,6 +905,13 @@ def _start(spark: Any, conf: Mapping[str, str] | None) -> Application | None:
             atexit.register(_at_exit)
         _live.append(app)
         return app
+
+
+def instrument_context(sc: Any) -> Application | None:
+    """Capture lineage of the application of ``sc`` (a PySpark SparkContext) as soon as it exists, sessions or not:
+    its run, and its RDD-only jobs (the JVM integration listens to the context itself). A session made on it later
+    is instrumented by :func:`instrument`, which then finds this application. Never raises."""
+    return Guard().call("instrument", _start_context, sc, None)
 
 
 def instrument(spark: Any, conf: Mapping[str, str] | None = None) -> Application | None:

@@ -18,6 +18,7 @@ VENV_BIN = Path(sys.executable).parent
 SPARK_SUBMIT = VENV_BIN / "spark-submit"
 APP_FILE = Path(__file__).parent / "apps" / "orders_app.py"
 SPY_APP = Path(__file__).parent / "apps" / "import_spy_app.py"
+CONTEXT_APP = Path(__file__).parent / "apps" / "context_app.py"
 APP = "orders_app"
 WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_orders"
 FAILED_WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_failed"
@@ -119,6 +120,33 @@ def test_spark_submit(workdir, hook_pythonpath, class_archive, isolated_lineage_
         assert list(isolated_lineage_env.iterdir()) == []  # not enabled: the hook stayed inert (no events)
         if ending != "sigterm":  # (a process killed by a signal prints no traceback)
             assert traceback_of(result.stdout) == traceback_of(baseline.stdout)
+
+
+def test_an_application_without_a_session(workdir, hook_pythonpath, class_archive, isolated_lineage_env):
+    """A SparkContext and RDDs, never a session (the JVM integration listens to the context): the application's
+    run and its RDD jobs, named and linked as with a session."""
+    Path(workdir, "in").mkdir()
+    Path(workdir, "in", "lines.txt").write_text("a\nb\n")
+    events_file = Path(workdir) / "events.jsonl"
+    result = submit(workdir, None, {**ON, **FILE, "spark.openlineage.transport.location": str(events_file)},
+                    hook_pythonpath, class_archive, isolated_lineage_env, app=CONTEXT_APP)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert result.stdout.strip() == "lines: 2"
+    events = read_events(events_file)
+    for event in events:
+        assert_valid_event(event)
+    save = "context_only.map_partitions_python_map_partitions_hadoop"
+    count = "context_only.python_map_partitions_hadoop"
+    assert [(e["eventType"], e["job"]["name"], [i["name"] for i in e["inputs"]], [o["name"] for o in e["outputs"]])
+            for e in events] == [
+        ("START", "context_only", [], []),
+        ("START", save, [f"{workdir}/in"], [f"{workdir}/out"]),
+        ("COMPLETE", save, [f"{workdir}/in"], [f"{workdir}/out"]),
+        ("START", count, [f"{workdir}/out"], []),
+        ("COMPLETE", "context_only", [], [])]
+    app_run = events[0]["run"]["runId"]
+    assert {e["run"]["facets"]["parent"]["run"]["runId"] for e in events[1:-1]} == {app_run}
+    assert events[-1]["run"]["runId"] == app_run
 
 
 def test_the_driver_main_thread_never_imports_openlineage_python(workdir, hook_pythonpath, class_archive,

@@ -805,7 +805,6 @@ class Application:
 
         now = datetime.now(timezone.utc)
         facets = dict(self.facets)
-
         facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
             message=f"the application ended while this action ran: {outcome.message or 'no error'}",
             programmingLanguage="PYTHON")
@@ -838,8 +837,8 @@ def _at_exit() -> None:
 
 def _finish_all(outcome: exit_status.Outcome) -> None:
     """End every live application's run with ``outcome`` (the interpreter's exit, or SIGTERM)."""
-    with _lock:
-        apps = list(_live)
+    # no lock: SIGTERM's thread must not wait on a lock the interrupted main thread may hold (a list copy is atomic)
+    apps = list(_live)
     for app in apps:
         app.guard.call("exit hook", app.finish, outcome)
 

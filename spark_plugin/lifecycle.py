@@ -348,6 +348,7 @@ class Application:
         output = path_raw(naming.escape_literal_path(action.output)) if action.output else None
         if not inputs and output is None:
             return []
+        rdd_jobs.wait_for_listener_bus(self.sc)  # once, for the job details and statistics read from the store below
         job = JobRef(self.config.namespace, f"{self.config.app_name}.{rdd_jobs.job_name(action)}")
         common: dict[str, Any] = dict(job=job, run_id=new_run_id(action.start), parent=self.run,
                                       root=self.action_root, job_type=RDD_JOB_TYPE, job_facets=self.job_facets)
@@ -798,8 +799,8 @@ class Application:
         """On the worker, as the application ends: a FAIL for every action whose START the execution poll sent
         and whose end Spark never reported (the driver killed while it ran): no run stays open for ever. The JVM
         integration sends FAIL for them too (their Spark jobs end failed as the context stops)."""
-        poll = self._poll
-        if poll is None or not any(tracked.run_id is not None for tracked in poll.watched.values()):
+        unfinished = self._poll.unfinished() if self._poll is not None else []
+        if not unfinished:
             return
         from openlineage.client.facet_v2 import error_message_run
 
@@ -810,8 +811,8 @@ class Application:
             programmingLanguage="PYTHON")
         records = [self._action_record(FAIL, max(now, tracked.last_sent or now), tracked.lineage, tracked.run_id,
                                        tracked.job_suffix, facets)
-                   for tracked in poll.unfinished()]
-        if records and not self.config_disabled():
+                   for tracked in unfinished]
+        if not self.config_disabled():
             self._deliver(self._finished(records), self._end_unfinished_runs)
 
     def _unregister(self) -> None:

@@ -161,7 +161,7 @@ def _context_proxies(sc: Any) -> tuple[Any, Any, Any]:
     return _kept("context_proxies", sc, _make_context_proxies)
 
 
-def _wait_for_listener_bus(sc: Any) -> None:
+def wait_for_listener_bus(sc: Any) -> None:
     """Let Spark's listener bus deliver what is queued (the status store learns of jobs and stages from it), for at
     most 2 s: a busy bus leaves what the store holds already."""
     try:
@@ -233,14 +233,14 @@ def job_name(action: RddAction) -> str:
 
 
 def job_details(sc: Any, job_id: int, python_call_site: bool) -> dict[str, Any] | None:
-    """The fields of the JVM's ``spark_jobDetails`` facet for Spark job ``job_id``, from the status store (after
-    the listener bus delivered its start); None when the store does not keep the job.
+    """The fields of the JVM's ``spark_jobDetails`` facet for Spark job ``job_id``, from the status store (the
+    caller has let the listener bus deliver its start: :func:`wait_for_listener_bus`); None when the store does not
+    keep the job.
 
     The JVM reads them from the job start's properties, which the store does not keep: it keeps the description
     (``spark.job.description``) and group (``spark.jobGroup.id``), and its job name is the result stage's name,
     which is the ``callSite.short`` property whenever one is set (``python_call_site``: PySpark's ``RDD.collect``
     sets it); otherwise Spark's own call site, which the JVM's facet does not report."""
-    _wait_for_listener_bus(sc)
     try:
         data = _context_proxies(sc)[1].job(job_id)
         description, group = data.description(), data.jobGroup()
@@ -254,8 +254,8 @@ def job_details(sc: Any, job_id: int, python_call_site: bool) -> dict[str, Any] 
 
 def job_statistics(sc: Any, first_job: int, last_job: int) -> dict[str, int]:
     """Records and bytes read and written by the Spark jobs [first_job, last_job), from the status store's
-    stage data (Spark updates it from its listener bus: waited for, briefly)."""
-    _wait_for_listener_bus(sc)  # a busy bus: the statistics may be partial, the events still go out
+    stage data (Spark updates it from its listener bus: the caller has waited for it, briefly, with
+    :func:`wait_for_listener_bus`; a busy bus: the statistics may be partial, the events still go out)."""
     store = _context_proxies(sc)[1]
     totals = {"inputRecords": 0, "inputBytes": 0, "outputRecords": 0, "outputBytes": 0}
     for job_id in range(first_job, last_job):
@@ -367,7 +367,7 @@ def reader_job_runs(sc: Any, sql_store: Any, item: ReaderJobs) -> list[tuple[int
     nothing when the DataFrame reads no file (the JVM finds no input then)."""
     from emitter import naming
 
-    _wait_for_listener_bus(sc)  # the status stores learn of the jobs from the listener bus
+    wait_for_listener_bus(sc)  # the status stores learn of the jobs from the listener bus
     directories = dict.fromkeys(path.rstrip("/").rsplit("/", 1)[0] for path in _files(item.df))
     if not directories:
         return []

@@ -146,6 +146,7 @@ class Application:
         self._original_stop: Any = None
         self._finish_lock = threading.Lock()
         self.finished = False
+        self._end_queued = False  # the terminal event is queued (or spooled): see _queue_end
         self.context_stopped = False
         self.delivery_counts: Any = None  # the emitter's Counts once closed
         self.started = started
@@ -776,13 +777,8 @@ class Application:
             self.finished = True
         self._wait_for_listener_calls(time.monotonic() + LISTENER_WAIT_S)
         self.listener.active = False
-        terminal = AppEvent(FAIL if outcome.failed else COMPLETE, datetime.now(timezone.utc), outcome)
-        if self.worker.closed:  # the worker was stuck at stop: its items are spooled already
-            self._spool_undelivered((terminal,))
-        else:
-            self.worker.submit(functools.partial(self._end_unfinished_runs, outcome), always=True)
-            self.worker.submit(terminal, always=True)
-            self.worker.submit(self._close_emitter, always=True)
+        self._queue_end(outcome)
+        if not self.worker.closed:
             self._settle(self.config.shutdown_timeout_s)
         if self.worker.dropped:
             log.warning("lineage capture: lineage of %d actions was dropped (queue full)", self.worker.dropped)
@@ -794,6 +790,35 @@ class Application:
         with _lock:
             if self in _live:
                 _live.remove(self)
+
+    def _queue_end(self, outcome: exit_status.Outcome) -> None:
+        """Queue the application's last items once: its unfinished actions' FAIL, its terminal event, the emitter's
+        close; or, when the worker was closed (stuck at stop: its items are spooled already), spool the terminal
+        event."""
+        with self._finish_lock:
+            if self._end_queued:
+                return
+            self._end_queued = True
+        terminal = AppEvent(FAIL if outcome.failed else COMPLETE, datetime.now(timezone.utc), outcome)
+        if self.worker.closed:
+            self._spool_undelivered((terminal,))
+            return
+        self.worker.submit(functools.partial(self._end_unfinished_runs, outcome), always=True)
+        self.worker.submit(terminal, always=True)
+        self.worker.submit(self._close_emitter, always=True)
+
+    def end_interrupted(self, outcome: exit_status.Outcome) -> None:
+        """After :meth:`finish` returned on SIGTERM's thread: when another thread was ending this application (the
+        main thread inside ``spark.stop()`` or at exit, now held by the signal handler until the process dies), do
+        the rest of its end here: queue the end if that thread had not yet (``outcome`` is then the signal's), and
+        deliver or spool everything within the end's time budget, as that thread would have. Nothing queued dies
+        with the process."""
+        if self not in _live:  # ended
+            return
+        self.listener.active = False
+        self._queue_end(outcome)
+        if not self.worker.closed:
+            self._settle(self.config.shutdown_timeout_s)
 
     def _end_unfinished_runs(self, outcome: exit_status.Outcome) -> None:
         """On the worker, as the application ends: a FAIL for every action whose START the execution poll sent
@@ -837,11 +862,19 @@ def _at_exit() -> None:
 
 
 def _finish_all(outcome: exit_status.Outcome) -> None:
-    """End every live application's run with ``outcome`` (the interpreter's exit, or SIGTERM)."""
+    """End every live application's run with ``outcome`` (the interpreter's exit)."""
     # no lock: SIGTERM's thread must not wait on a lock the interrupted main thread may hold (a list copy is atomic)
     apps = list(_live)
     for app in apps:
         app.guard.call("exit hook", app.finish, outcome)
+
+
+def _terminate_all(outcome: exit_status.Outcome) -> None:
+    """SIGTERM (on a thread of its own; the main thread is held in the signal handler): end every live
+    application's run with ``outcome``, or finish the end another thread had begun."""
+    _finish_all(outcome)
+    for app in list(_live):
+        app.guard.call("exit hook", app.end_interrupted, outcome)
 
 
 def _app_of_context(sc: Any) -> Application | None:
@@ -899,7 +932,7 @@ def _start_context(sc: Any, conf: Mapping[str, str] | None) -> Application | Non
         rdd_jobs.install_reader(_any_live_app)
         streaming.install(_app_of_context)
         app.begin()
-        exit_status.install(on_terminate=_finish_all)
+        exit_status.install(on_terminate=_terminate_all)
         if not _process["atexit"]:
             _process["atexit"] = True
             atexit.register(_at_exit)

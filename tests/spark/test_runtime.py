@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import spark_plugin
-from spark_plugin import lifecycle, plan_lineage
+from spark_plugin import exit_status, lifecycle, plan_lineage
 
 from ol_schema import assert_valid_event, read_events
 
@@ -848,6 +848,57 @@ def test_silent_backend_cannot_hold_the_app(spark, workdir, caplog):
     assert any("the backend did not take the last lineage events in time" in r.getMessage()
                for r in caplog.records)
     assert app.spooled_at_exit >= 3  # the app's COMPLETE and the write's START/COMPLETE, maybe its START too
+
+
+SIGTERM_OUTCOME = exit_status.Outcome(True, "the application was terminated by SIGTERM")
+
+
+@pytest.mark.parametrize("interrupted", ["in_the_end_s_delivery", "before_the_end_was_queued"])
+def test_sigterm_during_the_end_finishes_it(spark, workdir, interrupted):
+    """SIGTERM's thread (``lifecycle._terminate_all``) while another thread is ending the application (the main
+    thread, held by the signal handler until the process dies): the signal's thread finishes that end before the
+    process dies, every event delivered. The worker is held by a gate (slow delivery): the end's events wait
+    behind it. The end had been queued (the main thread settling), or not yet (it was still waiting for Spark's
+    listener bus): then the terminal event is the signal's FAIL."""
+    events_file = Path(workdir) / "events.jsonl"
+    gate = threading.Event()
+    app = spark_plugin.instrument(spark, {
+        "spark.openlineage.python.pollIntervalSeconds": "0", "spark.openlineage.transport.type": "file",
+        "spark.openlineage.transport.location": str(events_file),
+        "spark.openlineage.python.shutdownTimeoutSeconds": "30"})
+    ending = threading.Thread(target=app.finish, args=(exit_status.Outcome(False),))
+    try:
+        write_orders(spark, workdir)
+        spark._jsparkSession.sparkContext().listenerBus().waitUntilEmpty()
+        app.worker.submit(lambda: gate.wait(20))
+        if interrupted == "in_the_end_s_delivery":
+            ending.start()
+            assert _eventually(lambda: app._end_queued)
+        else:
+            app.finished = True  # what finish() does first
+        threading.Timer(0.5, gate.set).start()
+        lifecycle._terminate_all(SIGTERM_OUTCOME)
+        delivered = read_events(events_file)  # when the process would die
+    finally:
+        gate.set()
+        if ending.is_alive():
+            ending.join(30)
+        app.finished = False  # (the second row: let uninstrument end it as the process would not have)
+        spark_plugin.uninstrument()
+    terminal = "COMPLETE" if interrupted == "in_the_end_s_delivery" else "FAIL"
+    assert kinds(delivered) == [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB),
+                                ("COMPLETE", WRITE_JOB), (terminal, APP)]
+    if terminal == "FAIL":
+        assert delivered[-1]["run"]["facets"]["errorMessage"]["message"] == SIGTERM_OUTCOME.message
+
+
+def _eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def test_uninstrument_unregisters_the_listener(spark, workdir):

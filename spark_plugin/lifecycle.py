@@ -147,6 +147,8 @@ class Application:
         self._finish_lock = threading.Lock()
         self.finished = False
         self._end_queued = False  # the terminal event is queued (or spooled): see _queue_end
+        #: RDD actions running now, noted by their wrappers (see rdd_jobs): those still running at the end fail
+        self.rdd_actions_running: dict[object, tuple] = {}
         self.context_stopped = False
         self.delivery_counts: Any = None  # the emitter's Counts once closed
         self.started = started
@@ -371,7 +373,10 @@ class Application:
                                             rowCount=stats["outputRecords"], size=stats["outputBytes"])})
                                 for output_ds in start_outputs)
         end_facets = dict(self.facets)
-        if action.error is not None:
+        if isinstance(action.error, str):
+            end_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(message=action.error,
+                                                                                programmingLanguage="PYTHON")
+        elif action.error is not None:
             java = getattr(action.error, "java_exception", None)
             end_facets["errorMessage"] = self._jvm_error(java) if java is not None else \
                 error_message_run.ErrorMessageRunFacet(message=f"{type(action.error).__name__}: {action.error}",
@@ -822,21 +827,26 @@ class Application:
 
     def _end_unfinished_runs(self, outcome: exit_status.Outcome) -> None:
         """On the worker, as the application ends: a FAIL for every action whose START the execution poll sent
-        and whose end Spark never reported (the driver killed while it ran): no run stays open for ever. The JVM
-        integration sends FAIL for them too (their Spark jobs end failed as the context stops)."""
+        and whose end Spark never reported (the driver killed while it ran), and a START and FAIL for every RDD
+        action still running (its wrapper reports at the action's end, which never came): no run stays open for
+        ever, no job goes unseen. The JVM integration sends FAIL for them too (their Spark jobs end failed as the
+        context stops)."""
+        message = f"the application ended while this action ran: {outcome.message or 'no error'}"
         unfinished = self._poll.unfinished() if self._poll is not None else []
-        if not unfinished:
+        rdd_actions = rdd_jobs.unfinished_actions(self.rdd_actions_running, self.sc, message) \
+            if self.rdd_actions_running else []
+        if not unfinished and not rdd_actions:
             return
         from openlineage.client.facet_v2 import error_message_run
 
         now = datetime.now(timezone.utc)
         facets = dict(self.facets)
-        facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-            message=f"the application ended while this action ran: {outcome.message or 'no error'}",
-            programmingLanguage="PYTHON")
+        facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(message=message, programmingLanguage="PYTHON")
         records = [self._action_record(FAIL, max(now, tracked.last_sent or now), tracked.lineage, tracked.run_id,
                                        tracked.job_suffix, facets)
                    for tracked in unfinished]
+        for action in rdd_actions:
+            records += self.guard.call("rdd lineage", self.rdd_records, action) or []
         if not self.config_disabled():
             self._deliver(self._finished(records), self._end_unfinished_runs)
 

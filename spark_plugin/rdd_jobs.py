@@ -46,7 +46,8 @@ class RddAction:
     last_job: int
     start: datetime
     end: datetime
-    error: BaseException | None = None
+    #: what failed it: the exception the action raised, or our own message when the application ended while it ran
+    error: BaseException | str | None = None
     #: whether PySpark set the job's ``callSite.short`` property (``RDD.collect`` does; the saves and
     #: ``SparkContext.runJob`` leave Spark's own call site, which the JVM's facet does not see)
     python_call_site: bool = False
@@ -122,7 +123,8 @@ def _wrap(original: Any, describe: Any, context_of: Any, python_call_site: bool)
             app = None
         if app is None:
             return original(self, *args, **kwargs)
-        noted = app.guard.call("rdd hook", _note_start, self, args, kwargs, describe, context_of)
+        noted = app.guard.call("rdd hook", _note_start, app, self, args, kwargs, describe, context_of,
+                               python_call_site)
         _local.busy = True
         error: BaseException | None = None
         try:
@@ -133,7 +135,7 @@ def _wrap(original: Any, describe: Any, context_of: Any, python_call_site: bool)
         finally:
             _local.busy = False
             if noted is not None:
-                app.guard.call("rdd hook", _note_end, app, context_of(self), noted, error, python_call_site)
+                app.guard.call("rdd hook", _note_end, app, context_of(self), noted, error)
 
     action.__wrapped__ = original  # type: ignore[attr-defined]
     action.__name__, action.__doc__ = original.__name__, original.__doc__
@@ -177,15 +179,39 @@ def _next_job_id(sc: Any) -> int:
     return int(value if isinstance(value, int) else value.get())
 
 
-def _note_start(obj: Any, args: tuple, kwargs: dict, describe: Any, context_of: Any) -> tuple:
+def _note_start(app: Any, obj: Any, args: tuple, kwargs: dict, describe: Any, context_of: Any,
+                python_call_site: bool) -> object:
+    """Note the action in ``app.rdd_actions_running`` (the end of the application reports those still there);
+    the key to its note."""
     base, layers, output = describe(obj, args, kwargs)
-    return base, layers, output, _next_job_id(context_of(obj)), datetime.now(timezone.utc)
+    key = object()
+    app.rdd_actions_running[key] = (base, tuple(layers), output, _next_job_id(context_of(obj)),
+                                    datetime.now(timezone.utc), python_call_site)
+    return key
 
 
-def _note_end(app: Any, sc: Any, noted: tuple, error: BaseException | None, python_call_site: bool) -> None:
-    base, layers, output, first_job, start = noted
-    app.on_rdd_action(RddAction(base, tuple(layers), output, first_job, _next_job_id(sc), start,
+def _note_end(app: Any, sc: Any, key: object, error: BaseException | None) -> None:
+    # (a dict's pop is atomic: the action is reported here or by the end of the application, never twice)
+    noted = app.rdd_actions_running.pop(key, None)
+    if noted is None:  # the application ended while it ran and reported it (FAIL)
+        return
+    base, layers, output, first_job, start, python_call_site = noted
+    app.on_rdd_action(RddAction(base, layers, output, first_job, _next_job_id(sc), start,
                                 datetime.now(timezone.utc), error, python_call_site))
+
+
+def unfinished_actions(running: dict[object, tuple], sc: Any, message: str) -> list[RddAction]:
+    """The RDD actions still running as the application ends (the driver killed while one ran, or one on a thread
+    the application left running), taken from ``running`` so that their wrappers do not report them too, each
+    failed with ``message``."""
+    actions = []
+    for key in list(running):
+        noted = running.pop(key, None)
+        if noted is not None:
+            base, layers, output, first_job, start, python_call_site = noted
+            actions.append(RddAction(base, layers, output, first_job, _next_job_id(sc), start,
+                                     datetime.now(timezone.utc), message, python_call_site))
+    return actions
 
 
 # ---- the worker's side ----------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ SPY_APP = Path(__file__).parent / "apps" / "import_spy_app.py"
 CONTEXT_APP = Path(__file__).parent / "apps" / "context_app.py"
 APP = "orders_app"
 WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_orders"
+SLOW_WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_slow"
 FAILED_WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_failed"
 #: the Parquet schema-merge job Spark runs inside the app's spark.read.parquet: an RDD job with a START only (JVM)
 FOOTERS = f"{APP}.map_partitions_parallel_collection"
@@ -199,26 +200,36 @@ def _hanging_backend() -> tuple[socket.socket, int]:
     return server, server.getsockname()[1]
 
 
-def test_sigterm_during_a_watched_action_fails_it(workdir, hook_pythonpath, class_archive, isolated_lineage_env):
-    """Killed while a long write runs whose START the execution poll sent: that run gets a FAIL (it would stay
-    open for ever), before the application's FAIL; the process still dies of the signal."""
+RDD_SAVE = f"{APP}.map_partitions_python_parallel_collection"
+# (app ending, the job it was running when killed)
+KILLED_ACTIONS = [("sigterm_in_an_action", SLOW_WRITE), ("sigterm_in_an_rdd_action", RDD_SAVE)]
+
+
+@pytest.mark.parametrize("ending,job", KILLED_ACTIONS, ids=[row[0] for row in KILLED_ACTIONS])
+def test_sigterm_during_an_action_fails_it(workdir, hook_pythonpath, class_archive, isolated_lineage_env, ending,
+                                           job):
+    """Killed while a long write runs: a SQL write whose START the execution poll sent, or an RDD save (its wrapper
+    reports it at its end, which never comes): that run gets its FAIL (it would stay open for ever, or never be
+    seen), before the application's FAIL; the process still dies of the signal."""
     events_file = Path(workdir) / "events.jsonl"
     conf = {**ON, **FILE, "spark.openlineage.python.pollIntervalSeconds": "0.5",
             "spark.openlineage.transport.location": str(events_file)}
-    result = submit(workdir, "sigterm_in_an_action", conf, hook_pythonpath, class_archive, isolated_lineage_env)
+    result = submit(workdir, ending, conf, hook_pythonpath, class_archive, isolated_lineage_env)
     assert result.returncode == 143, result.stdout[-3000:]
     events = read_events(events_file)
     for event in events:
         assert_valid_event(event)
-    slow = [e for e in events if e["job"]["name"] == SLOW_WRITE]
+    slow = [e for e in events if e["job"]["name"] == job]
     assert slow, [(e["eventType"], e["job"]["name"]) for e in events]
     assert slow[0]["eventType"] == "START" and slow[-1]["eventType"] == "FAIL"
     assert {e["eventType"] for e in slow[1:-1]} <= {"RUNNING"}
     assert len({e["run"]["runId"] for e in slow}) == 1
     assert slow[-1]["run"]["facets"]["errorMessage"]["message"] == (
         "the application ended while this action ran: the application was terminated by SIGTERM")
-    assert [(e["eventType"], e["job"]["name"]) for e in events[-2:]] == [("FAIL", SLOW_WRITE), ("FAIL", APP)]
+    assert [(e["eventType"], e["job"]["name"]) for e in events[-2:]] == [("FAIL", job), ("FAIL", APP)]
     assert "terminated by SIGTERM" in events[-1]["run"]["facets"]["errorMessage"]["message"]
+    if job == RDD_SAVE:
+        assert [o["name"] for o in slow[-1]["outputs"]] == [f"{workdir}/lake/rdd_slow"]
 
 
 # (backend, app ending, exit code, the application's terminal event)
@@ -258,7 +269,6 @@ def test_dead_backend_and_no_stop(workdir, hook_pythonpath, class_archive, isola
         ("START", WRITE), ("RUNNING", WRITE), ("COMPLETE", WRITE), ("START", FOOTERS), (terminal, APP)]
 
 
-SLOW_WRITE = f"{APP}.execute_insert_into_hadoop_fs_relation_command.lake_slow"
 
 
 def test_backend_down_for_several_runs(workdir, hook_pythonpath, class_archive, isolated_lineage_env):

@@ -51,6 +51,14 @@ def terminated_in_an_action(spark, workdir):
     time.sleep(60)
 
 
+def terminated_in_an_rdd_action(spark, workdir):
+    """SIGTERM while the main thread waits on a long RDD save (8 s)."""
+    threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    spark.sparkContext.parallelize(range(8), 8).map(lambda n: (time.sleep(1), n)[1]).saveAsTextFile(
+        f"{workdir}/lake/rdd_slow")
+    time.sleep(60)
+
+
 def own_sigterm_handler(spark, workdir):
     """The application handles SIGTERM itself (exit code 7): its handler, not the plugin's, decides."""
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(7))
@@ -73,6 +81,7 @@ ENDINGS = {
     "sigterm": terminated,
     "sigterm_in_an_action": terminated_in_an_action,
     "own_sigterm_handler": own_sigterm_handler,
+    "sigterm_in_an_rdd_action": terminated_in_an_rdd_action,
 }
 
 if __name__ == "__main__":

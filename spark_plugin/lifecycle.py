@@ -834,7 +834,7 @@ class Application:
         message = f"the application ended while this action ran: {outcome.message or 'no error'}"
         unfinished = self._poll.unfinished() if self._poll is not None else []
         rdd_actions = rdd_jobs.unfinished_actions(self.rdd_actions_running, self.sc, message) \
-            if self.rdd_actions_running else []
+            if self.rdd_actions_running and self.config.rdd_events else []
         if not unfinished and not rdd_actions:
             return
         from openlineage.client.facet_v2 import error_message_run

@@ -195,23 +195,25 @@ def _note_end(app: Any, sc: Any, key: object, error: BaseException | None) -> No
     noted = app.rdd_actions_running.pop(key, None)
     if noted is None:  # the application ended while it ran and reported it (FAIL)
         return
+    app.on_rdd_action(_ended_now(noted, sc, error))
+
+
+def _ended_now(noted: tuple, sc: Any, error: BaseException | str | None) -> RddAction:
     base, layers, output, first_job, start, python_call_site = noted
-    app.on_rdd_action(RddAction(base, layers, output, first_job, _next_job_id(sc), start,
-                                datetime.now(timezone.utc), error, python_call_site))
+    return RddAction(base, layers, output, first_job, _next_job_id(sc), start, datetime.now(timezone.utc), error,
+                     python_call_site)
 
 
 def unfinished_actions(running: dict[object, tuple], sc: Any, message: str) -> list[RddAction]:
     """The RDD actions still running as the application ends (the driver killed while one ran, or one on a thread
-    the application left running), taken from ``running`` so that their wrappers do not report them too, each
-    failed with ``message``."""
+    the application left running) that started a Spark job, taken from ``running`` so that their wrappers do not
+    report them too, each failed with ``message``."""
     actions = []
     for key in list(running):
         noted = running.pop(key, None)
         if noted is not None:
-            base, layers, output, first_job, start, python_call_site = noted
-            actions.append(RddAction(base, layers, output, first_job, _next_job_id(sc), start,
-                                     datetime.now(timezone.utc), message, python_call_site))
-    return actions
+            actions.append(_ended_now(noted, sc, message))
+    return [action for action in actions if action.last_job > action.first_job]
 
 
 # ---- the worker's side ----------------------------------------------------------------------------------

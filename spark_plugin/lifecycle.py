@@ -144,9 +144,11 @@ class Application:
         self._streaming_sessions: list[Any] = []  # the JVM sessions those listeners follow
         self._proxy: JvmProxy | None = None
         self._original_stop: Any = None
-        self._finish_lock = threading.Lock()
+        # Claims, each taken once and never given back (a non-blocking acquire): SIGTERM's thread must never wait on
+        # one that the main thread, held by the signal handler, would never release.
+        self._finish_claim = threading.Lock()  # finish() has begun
+        self._end_claim = threading.Lock()  # the terminal event is queued (or spooled): see _queue_end
         self.finished = False
-        self._end_queued = False  # the terminal event is queued (or spooled): see _queue_end
         #: RDD actions running now, noted by their wrappers (see rdd_jobs): those still running at the end fail
         self.rdd_actions_running: dict[object, tuple] = {}
         self.context_stopped = False
@@ -776,10 +778,9 @@ class Application:
 
     def finish(self, outcome: exit_status.Outcome) -> None:
         """Emit the application's terminal event, deliver within the time budget, unhook. Idempotent."""
-        with self._finish_lock:
-            if self.finished:
-                return
-            self.finished = True
+        if not self._finish_claim.acquire(blocking=False):
+            return
+        self.finished = True
         self._wait_for_listener_calls(time.monotonic() + LISTENER_WAIT_S)
         self.listener.active = False
         self._queue_end(outcome)
@@ -800,10 +801,8 @@ class Application:
         """Queue the application's last items once: its unfinished actions' FAIL, its terminal event, the emitter's
         close; or, when the worker was closed (stuck at stop: its items are spooled already), spool the terminal
         event."""
-        with self._finish_lock:
-            if self._end_queued:
-                return
-            self._end_queued = True
+        if not self._end_claim.acquire(blocking=False):
+            return
         terminal = AppEvent(FAIL if outcome.failed else COMPLETE, datetime.now(timezone.utc), outcome)
         if self.worker.closed:
             self._spool_undelivered((terminal,))

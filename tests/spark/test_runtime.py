@@ -873,9 +873,10 @@ def test_sigterm_during_the_end_finishes_it(spark, workdir, interrupted):
         app.worker.submit(lambda: gate.wait(20))
         if interrupted == "in_the_end_s_delivery":
             ending.start()
-            assert _eventually(lambda: app._end_queued)
+            assert _eventually(app._end_claim.locked)
         else:
-            app.finished = True  # what finish() does first
+            app._finish_claim.acquire()  # what finish() does first
+            app.finished = True
         threading.Timer(0.5, gate.set).start()
         lifecycle._terminate_all(SIGTERM_OUTCOME)
         delivered = read_events(events_file)  # when the process would die
@@ -883,7 +884,9 @@ def test_sigterm_during_the_end_finishes_it(spark, workdir, interrupted):
         gate.set()
         if ending.is_alive():
             ending.join(30)
-        app.finished = False  # (the second row: let uninstrument end it as the process would not have)
+        if interrupted == "before_the_end_was_queued":  # let uninstrument end it (the process would have died)
+            app._finish_claim.release()
+            app.finished = False
         spark_plugin.uninstrument()
     terminal = "COMPLETE" if interrupted == "in_the_end_s_delivery" else "FAIL"
     assert kinds(delivered) == [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB),

@@ -50,13 +50,14 @@ class Settings:
     values: tuple[bool, ...] = ()
 
 
-def settings(keys: Mapping[str, str]) -> Settings | None:
-    """The configured breaker, or None when there is none (or it can never close nor time out)."""
+def settings(keys: Mapping[str, str], warn: Callable[[str], object] = log.warning) -> Settings | None:
+    """The configured breaker, or None when there is none (or it can never close nor time out). What is not
+    understood is told to ``warn`` (the plugin keeps it until the host's log is set up)."""
     kind = (keys.get(PREFIX + "type") or "").strip()
     if not kind or kind.lower() in INERT_TYPES:
         return None
     if kind not in ("simpleMemory", "javaRuntime", "timeout", "static"):
-        log.warning("unsupported spark.openlineage.circuitBreaker.type %s: no circuit breaker", kind)
+        warn(f"unsupported spark.openlineage.circuitBreaker.type {kind}: no circuit breaker")
         return None
     try:
         memory = _percentage(keys, "memoryThreshold", DEFAULT_MEMORY_THRESHOLD)
@@ -64,10 +65,10 @@ def settings(keys: Mapping[str, str]) -> Settings | None:
         timeout = keys.get(PREFIX + "timeoutInSeconds")
         timeout_s = float(timeout) if timeout not in (None, "") else None
     except ValueError as error:
-        log.warning("spark.openlineage.circuitBreaker: %s: no circuit breaker", error)
+        warn(f"spark.openlineage.circuitBreaker: {error}: no circuit breaker")
         return None
     if kind == "timeout" and timeout_s is None:
-        log.warning("spark.openlineage.circuitBreaker.type timeout needs timeoutInSeconds: no circuit breaker")
+        warn("spark.openlineage.circuitBreaker.type timeout needs timeoutInSeconds: no circuit breaker")
         return None
     values = tuple(v.strip().lower() == "true" for v in (keys.get(PREFIX + "valuesReturned") or "").split(","))
     return Settings(kind, memory, gc_cpu, timeout_s, values if kind == "static" else ())

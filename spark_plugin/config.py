@@ -12,6 +12,7 @@ import logging
 import os
 import re
 from collections.abc import Mapping
+from typing import TypeVar
 
 import attrs
 
@@ -20,6 +21,7 @@ from spark_plugin.circuit_breaker import Settings as CircuitBreakerSettings
 from spark_plugin.circuit_breaker import settings as circuit_breaker_settings
 
 log = logging.getLogger(__name__)
+_N = TypeVar("_N", int, float)
 
 PREFIX = "spark.openlineage."
 #: The activation key read by the start-up hook (prefix included: it is looked up in the SparkConf).
@@ -82,17 +84,13 @@ class DebugSettings:
     payload_limit_kb: int = DEFAULT_DEBUG_PAYLOAD_KB  # debug.payloadSizeLimitInKilobytes
 
     @classmethod
-    def from_keys(cls, keys: Mapping[str, str]) -> DebugSettings:
-        """From the prefix-less keys; a limit that is not a number keeps the default (warned)."""
-        limit = DEFAULT_DEBUG_PAYLOAD_KB
-        if keys.get("debug.payloadSizeLimitInKilobytes"):
-            try:
-                limit = int(keys["debug.payloadSizeLimitInKilobytes"])
-            except ValueError:
-                log.warning("spark.openlineage.debug.payloadSizeLimitInKilobytes is not a number: %d used", limit)
+    def from_keys(cls, keys: Mapping[str, str], problems: list[str]) -> DebugSettings:
+        """From the prefix-less keys; a limit that is not a number keeps the default, an unknown smart mode falls
+        back to any-missing (both named in ``problems``)."""
+        limit = _number(keys, "debug.payloadSizeLimitInKilobytes", DEFAULT_DEBUG_PAYLOAD_KB, 0, problems)
         mode = (keys.get("debug.smartMode") or "any-missing").strip()
         if mode.lower() not in ("any-missing", "output-missing"):  # the JVM falls back the same way
-            log.warning("unsupported spark.openlineage.debug.smartMode %s: any-missing used", mode)
+            problems.append(f"unsupported spark.openlineage.debug.smartMode {mode}: any-missing used")
             mode = "any-missing"
         return cls(smart=_truthy(keys.get("debug.smart", "")), smart_mode=mode,
                    metrics_disabled=_truthy(keys.get("debug.metricsDisabled", "")), payload_limit_kb=limit)
@@ -106,6 +104,25 @@ def jvm_list(value: object) -> list[str]:
 
 def _truthy(value: object) -> bool:
     return str(value).strip().lower() in {"true", "1", "yes"}
+
+
+def _number(keys: Mapping[str, str], key: str, default: _N, minimum: _N, problems: list[str]) -> _N:
+    """The number set under ``key`` (an int or a float, as ``default``), or ``default`` when it is unset; a value
+    that is not such a number, or is below ``minimum``, is named in ``problems`` (warned about once the host's log
+    is set up) and ``default`` is used: one typo does not switch lineage off."""
+    raw = keys.get(key)
+    if raw is None or not str(raw).strip():
+        return default
+    parse = type(default)
+    try:
+        value = parse(str(raw).strip())
+    except ValueError:
+        value = None
+    if value is None or value != value or value < minimum:  # (value != value: NaN)
+        kind = "a whole number" if parse is int else "a number"
+        problems.append(f"{PREFIX}{key}={raw} is not {kind} >= {minimum}: the default {default} is used")
+        return default
+    return value
 
 
 #: One tag of ``job.tags``/``run.tags``: (key, value, source).
@@ -234,8 +251,9 @@ def _context_ref(node: object) -> RunRef | None:
     return _ref(job.get("namespace"), job.get("name"), run.get("runId"))
 
 
-def external_parent(keys: Mapping[str, str]) -> tuple[RunRef | None, RunRef | None]:
-    """The application's (parent, root): ``context`` JSON wins over the six ``parent*``/``rootParent*`` keys.
+def external_parent(keys: Mapping[str, str], problems: list[str]) -> tuple[RunRef | None, RunRef | None]:
+    """The application's (parent, root): ``context`` JSON wins over the six ``parent*``/``rootParent*`` keys
+    (``context`` that is not JSON is named in ``problems`` and ignored).
 
     ``root`` stays None when unset: the emitter then uses the parent as the root.
     """
@@ -243,7 +261,7 @@ def external_parent(keys: Mapping[str, str]) -> tuple[RunRef | None, RunRef | No
         try:
             context = json.loads(keys["context"])
         except ValueError:
-            log.warning("spark.openlineage.context is not JSON: ignored")
+            problems.append("spark.openlineage.context is not JSON: ignored")
         else:
             if isinstance(context, Mapping):
                 return _context_ref(context.get("parent")), _context_ref(context.get("root"))
@@ -276,6 +294,8 @@ class PluginConfig:
     circuit_breaker: CircuitBreakerSettings | None = None  # ``circuitBreaker.*`` (see spark_plugin.circuit_breaker)
     #: ``facets.custom_environment_variables``: the variables the ``environment-properties`` facet reports
     environment_variables: tuple[str, ...] = ()
+    #: settings set but not understood (see :meth:`warn_problems`)
+    problems: tuple[str, ...] = ()
 
     @classmethod
     def from_spark_conf(cls, spark_conf: Mapping[str, str], environ: Mapping[str, str] | None = None) -> PluginConfig:
@@ -285,9 +305,10 @@ class PluginConfig:
         environ = os.environ if environ is None else environ
         keys = strip_prefix(spark_conf)
         unknown = unknown_keys(keys)
-        parent, root = external_parent(keys)
+        problems: list[str] = []  # settings not understood, filled while they are read
+        parent, root = external_parent(keys, problems)
         captured = keys.get("capturedProperties")
-        debug = DebugSettings.from_keys(keys)
+        debug = DebugSettings.from_keys(keys, problems)
         disabled_facets = frozenset(
             m.group(1) for k, v in keys.items() if (m := FACET_DISABLED.fullmatch(k)) and _truthy(v))
         if debug.smart:  # smart debug sends the debug facet even where it is disabled (the JVM's EventEmitter)
@@ -304,19 +325,24 @@ class PluginConfig:
             owners=tuple(sorted((m.group(1), v) for k, v in keys.items() if (m := JOB_OWNER.fullmatch(k)) and v)),
             disabled_facets=disabled_facets,
             disabled=_truthy(keys.get("disabled", "")) or _truthy(environ.get("OPENLINEAGE_DISABLED", "")),
-            shutdown_timeout_s=float(keys.get("python.shutdownTimeoutSeconds", DEFAULT_SHUTDOWN_TIMEOUT_S)),
-            queue_size=int(keys.get("python.queueSize", DEFAULT_QUEUE_SIZE)),
-            poll_interval_s=max(0.0, float(keys.get("python.pollIntervalSeconds", DEFAULT_POLL_INTERVAL_S))),
+            shutdown_timeout_s=_number(keys, "python.shutdownTimeoutSeconds", DEFAULT_SHUTDOWN_TIMEOUT_S, 0.0,
+                                       problems),
+            queue_size=_number(keys, "python.queueSize", DEFAULT_QUEUE_SIZE, 1, problems),
+            poll_interval_s=_number(keys, "python.pollIntervalSeconds", DEFAULT_POLL_INTERVAL_S, 0.0, problems),
             emitter_overrides=emitter_keys(keys),
             unknown=tuple(unknown),
             debug=debug,
             rdd_events=not _truthy(keys.get("filter.rddEventsDisabled", "")),
-            circuit_breaker=circuit_breaker_settings(keys),
+            circuit_breaker=circuit_breaker_settings(keys, problems.append),
             environment_variables=tuple(jvm_list(keys.get("facets.custom_environment_variables"))),
+            problems=tuple(problems),
         )
 
-    def warn_unknown(self) -> None:
-        """One warning naming every ``spark.openlineage.*`` key nothing reads."""
+    def warn_problems(self) -> None:
+        """One warning per setting not understood, and one naming every ``spark.openlineage.*`` key nothing reads
+        (called once the host's log is set up: they go where Spark's warnings go)."""
+        for problem in self.problems:
+            log.warning("lineage capture: %s", problem)
         if self.unknown:
             log.warning("unknown or unsupported spark.openlineage.* keys ignored by the Python plugin: %s",
                         ", ".join(PREFIX + k for k in self.unknown))

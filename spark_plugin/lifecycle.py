@@ -933,7 +933,7 @@ def _start_context(sc: Any, conf: Mapping[str, str] | None) -> Application | Non
         host_log.install(sc._jvm)  # before the first warning: they go where Spark's go
         for warning in file_warnings:
             log.warning("%s", warning)
-        config.warn_unknown()
+        config.warn_problems()
         app = Application(sc, spark_conf, config)
         app.worker.submit(app.warm_up, always=True)
         app.hook_stop()

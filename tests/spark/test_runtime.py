@@ -777,6 +777,17 @@ def test_unknown_keys_warned_once(spark, workdir, caplog):
                         "spark.openlineage.nmespace, spark.openlineage.python.enabeld"]
 
 
+def test_a_setting_not_understood_is_warned_and_lineage_stays_on(spark, workdir, caplog):
+    """A typo in a number (``queueSize=lots``): one warning naming it, the default used, every event still sent."""
+    with caplog.at_level(logging.WARNING, logger="spark_plugin"):
+        events, app = run_captured(spark, workdir, write_orders, {"spark.openlineage.python.queueSize": "lots"})
+    assert app is not None and app.config.queue_size == 1000
+    assert kinds(events) == [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("COMPLETE", WRITE_JOB),
+                             ("COMPLETE", APP)]
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("spark_plugin")] == [
+        "lineage capture: spark.openlineage.python.queueSize=lots is not a whole number >= 1: the default 1000 is used"]
+
+
 def test_instrument_is_idempotent(spark, workdir):
     events_file = Path(workdir) / "events.jsonl"
     conf = {"spark.openlineage.transport.type": "file", "spark.openlineage.transport.location": str(events_file)}

@@ -64,7 +64,30 @@ CONFIGS = [
                     P + "debug.logPlanAsJson": "true"}, {},
      dict(debug=DebugSettings(True, "output-missing", True, 7), unknown=())),
     ("debug_bad_values_fall_back", {P + "debug.smartMode": "sometimes", P + "debug.payloadSizeLimitInKilobytes":
-                                    "lots"}, {}, dict(debug=DebugSettings(False, "any-missing", False, 100))),
+                                    "lots"}, {}, dict(debug=DebugSettings(False, "any-missing", False, 100), problems=(
+        "spark.openlineage.debug.payloadSizeLimitInKilobytes=lots is not a whole number >= 0: the default 100 is used",
+        "unsupported spark.openlineage.debug.smartMode sometimes: any-missing used"))),
+    # a number that is not one keeps its default, named once the host's log is set up: lineage stays on
+    ("numbers_not_understood", {P + "python.shutdownTimeoutSeconds": "abc", P + "python.queueSize": "1.5",
+                                P + "python.pollIntervalSeconds": "nan"}, {},
+     dict(shutdown_timeout_s=5.0, queue_size=1000, poll_interval_s=1.0, problems=(
+         "spark.openlineage.python.shutdownTimeoutSeconds=abc is not a number >= 0.0: the default 5.0 is used",
+         "spark.openlineage.python.queueSize=1.5 is not a whole number >= 1: the default 1000 is used",
+         "spark.openlineage.python.pollIntervalSeconds=nan is not a number >= 0.0: the default 1.0 is used"))),
+    ("numbers_out_of_range", {P + "python.shutdownTimeoutSeconds": "-1", P + "python.queueSize": "0",
+                              P + "python.pollIntervalSeconds": " 0 "}, {},
+     dict(shutdown_timeout_s=5.0, queue_size=1000, poll_interval_s=0.0, problems=(
+         "spark.openlineage.python.shutdownTimeoutSeconds=-1 is not a number >= 0.0: the default 5.0 is used",
+         "spark.openlineage.python.queueSize=0 is not a whole number >= 1: the default 1000 is used"))),
+    ("numbers_understood", {P + "python.shutdownTimeoutSeconds": "2.5", P + "python.queueSize": "10",
+                            P + "python.pollIntervalSeconds": "0.25"}, {},
+     dict(shutdown_timeout_s=2.5, queue_size=10, poll_interval_s=0.25, problems=())),
+    ("context_not_json", {P + "context": "{parent"}, {},
+     dict(parent=None, problems=("spark.openlineage.context is not JSON: ignored",))),
+    ("circuit_breaker_not_understood", {P + "circuitBreaker.type": "simpleMemory",
+                                        P + "circuitBreaker.memoryThreshold": "120"}, {},
+     dict(circuit_breaker=None, problems=(
+         "spark.openlineage.circuitBreaker: memoryThreshold 120 is not a percentage: no circuit breaker",))),
     # smart debug sends the debug facet even when it is disabled (the JVM's EventEmitter)
     ("smart_debug_keeps_the_facet", {P + "debug.smart": "true", P + "facets.debug.disabled": "true"}, {},
      dict(disabled_facets=frozenset())),
@@ -130,7 +153,7 @@ def test_the_jvm_keys_are_accepted_quietly_by_the_plugin_and_its_emitter(caplog,
     monkeypatch.setenv("OPENLINEAGE_CONFIG", str(tmp_path / "none.yml"))
     config = PluginConfig.from_spark_conf({"spark.app.name": "a", **JVM_KEYS}, environ={})
     with caplog.at_level(logging.DEBUG):
-        config.warn_unknown()
+        config.warn_problems()
         load_config(config.emitter_overrides)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert config.emitter_overrides == {"dataset.removePath.pattern": "(.*)", "facets.disabled": "[a]",

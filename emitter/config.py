@@ -102,7 +102,11 @@ def pythonize_transport(transport: Mapping[str, Any]) -> dict[str, Any]:
     out["type"] = kind
     for java_key, (python_key, convert) in JAVA_TO_PYTHON_KEYS.get(kind, {}).items():
         if java_key in out:
-            out[python_key] = convert(out.pop(java_key))
+            value = out.pop(java_key)
+            try:
+                out[python_key] = convert(value)
+            except (TypeError, ValueError) as error:  # named: "could not convert string to float" says too little
+                raise ValueError(f"transport.{java_key} cannot be used: {error}") from error
     if kind == "file":
         out.setdefault("append", True)
     if kind == "http" and isinstance(out.get("retry"), Mapping):

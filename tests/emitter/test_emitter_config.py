@@ -94,9 +94,21 @@ def test_unknown_keys_are_warned_about(tmp_path, monkeypatch, caplog):
     assert "unknown key 'urll' in the http transport configuration" in caplog.text
 
 
-def test_unusable_transport_is_a_clear_error():
-    with pytest.raises(ValueError, match="cannot build the 'http' OpenLineage transport"):
-        Emitter.from_config({"transport.type": "http"})  # no url
+UNUSABLE = [  # (id, settings, the error names)
+    ("no_url", {"transport.type": "http"}, "cannot build the 'http' OpenLineage transport"),
+    ("timeout_in_millis_not_a_number", {"transport.type": "http", "transport.url": "http://h:1",
+                                        "transport.timeoutInMillis": "soon"},
+     "transport.timeoutInMillis cannot be used"),
+    ("timeout_not_a_number", {"transport.type": "http", "transport.url": "http://h:1", "transport.timeout": "x"},
+     "transport.timeout cannot be used"),
+]
+
+
+@pytest.mark.parametrize("settings,names", [row[1:] for row in UNUSABLE], ids=[row[0] for row in UNUSABLE])
+def test_unusable_transport_is_a_clear_error(tmp_path, monkeypatch, settings, names):
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", str(tmp_path / "none.yml"))
+    with pytest.raises(ValueError, match=names):
+        Emitter.from_config(settings)
 
 
 @pytest.mark.parametrize("case_id, explicit, yml, env, expected, source",

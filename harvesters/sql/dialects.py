@@ -81,6 +81,9 @@ class DialectRules:
     # First words of statements without table lineage that sqlglot's parser misreads (as a column, an alias) or
     # rejects: at the start of a statement they are read as an opaque command of that name, no lineage.
     opaque_commands: frozenset[str] = frozenset()
+    # Whether a statement the parser keeps as an opaque command ends at the next line that opens a statement
+    # (T-SQL needs no `;`: without this, `SET NOCOUNT ON` swallows the `INSERT` on the next line).
+    commands_end_at_new_statements: bool = False
     # SQL Server's prepared and cursor calls (`sp_prepexec`, `sp_cursoropen`, ...): the statement they carry is
     # read like sp_executesql's (see harvesters/sql/prepared.py).
     prepared_calls: bool = False
@@ -100,6 +103,7 @@ _TSQL: dict[str, Any] = dict(
     definition_runs_to_batch_end=True,
     token_fix=_tsql_fix_tokens,
     cte_self_reference_recursive=True,
+    commands_end_at_new_statements=True,
     opaque_commands=frozenset({
         "BACKUP", "RESTORE", "CHECKPOINT", "DBCC", "DENY", "RECONFIGURE", "SHUTDOWN", "REVERT", "SETUSER",
         "READTEXT", "WRITETEXT", "UPDATETEXT",

@@ -254,6 +254,8 @@ class _Analyzer:
             tokens = _drop_create_words(tokens, self.rules.ignored_create_words)
         if self.rules.token_fix:
             tokens, spans = self.rules.token_fix(tokens)
+        if self.rules.commands_end_at_new_statements:
+            tokens = _reopen_swallowed(tokens, self.dialect)
         for piece, command in _opaque_pieces(tokens, self.rules.opaque_commands):
             if command:  # BACKUP / DBCC / CHECKPOINT ...: sqlglot misreads these; no lineage
                 self.types[command] = None
@@ -279,7 +281,9 @@ class _Analyzer:
     def _parse(self, tokens: list[Token], text: str) -> list[exp.Expr]:
         """Parse a batch; on failure, parse its statements one by one: a bad statement costs only itself."""
         try:
-            return [e for e in self.dialect.parser().parse(tokens, text) if e is not None]
+            parsed = [e for e in self.dialect.parser().parse(tokens, text) if e is not None]
+            if not (self.rules.commands_end_at_new_statements and any(isinstance(e, exp.Command) for e in parsed)):
+                return parsed
         except (SqlglotError, RecursionError):
             pass
         statements: list[exp.Expr] = []
@@ -292,7 +296,14 @@ class _Analyzer:
         statements: list[exp.Expr] = []
         while chunk:
             try:
-                statements.extend(e for e in self.dialect.parser().parse(chunk, text) if e is not None)
+                parsed = [e for e in self.dialect.parser().parse(chunk, text) if e is not None]
+                cut = _command_end(chunk) if self.rules.commands_end_at_new_statements and len(parsed) == 1 \
+                    and isinstance(parsed[0], exp.Command) else 0
+                if cut:  # the command swallowed the statements after it: read them on their own
+                    statements.extend(self._parse_chunk(chunk[:cut], text))
+                    chunk = chunk[cut:]
+                    continue
+                statements.extend(parsed)
                 return statements
             except RecursionError:
                 self.errors.append("unparseable: nested too deeply")
@@ -928,6 +939,64 @@ def _opaque_pieces(tokens: list[Token], words: frozenset[str]) -> Iterator[tuple
         yield piece, None
 
 
+# Words that open a statement of their own on a new line after an opaque command (see _command_end); ALTER and
+# DROP only before the kind of object they change (`ALTER TABLE t` then `ALTER COLUMN c ...` is one statement).
+_COMMAND_ENDS = _STARTS | {TokenType.SELECT, TokenType.SET, TokenType.BEGIN}
+_OBJECT_KINDS = frozenset({"TABLE", "VIEW", "INDEX", "PROC", "PROCEDURE", "FUNCTION", "TRIGGER", "SCHEMA",
+                           "SYNONYM", "TYPE", "SEQUENCE", "STATISTICS", "DATABASE"})
+
+
+def _command_end(chunk: list[Token]) -> int:
+    """Index of the first token after the first that opens a new statement: first on its line, outside
+    parentheses, after a token that ends a clause, and a statement keyword (WITH only before a CTE's name); 0 if
+    none. An opaque command (sqlglot's fallback) otherwise runs to the next `;`."""
+    depth = 0
+    for index in range(1, len(chunk)):
+        token, previous = chunk[index], chunk[index - 1]
+        if previous.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif previous.token_type == TokenType.R_PAREN:
+            depth = max(depth - 1, 0)
+        if depth or token.line == previous.line or previous.token_type in _NOT_BEFORE_STATEMENT:
+            continue
+        word, after = token.text.upper(), chunk[index + 1] if index + 1 < len(chunk) else None
+        if token.token_type in _COMMAND_ENDS:
+            return index
+        if word in ("ALTER", "DROP") and after is not None and after.text.upper() in _OBJECT_KINDS:
+            return index
+        if token.token_type == TokenType.WITH and after is not None and after.token_type != TokenType.L_PAREN:
+            return index
+    return 0
+
+
+def _reopen_swallowed(tokens: list[Token], dialect: Dialect) -> list[Token]:
+    """The tokenizer reads the rest of a statement after a command word (`PRINT`, `UPDATE STATISTICS`) as one
+    string, up to the next `;`: where that string runs over a line opening a new statement (see _command_end),
+    keep its part before that line as the command's string and tokenize the rest again, in place."""
+    out: list[Token] = []
+    for index, token in enumerate(tokens):
+        previous = tokens[index - 1] if index else None
+        if (previous is None or previous.token_type != TokenType.COMMAND or token.token_type != TokenType.STRING
+                or "\n" not in token.text):
+            out.append(token)
+            continue
+        try:
+            inner = dialect.tokenize(token.text)
+        except SqlglotError:
+            out.append(token)
+            continue
+        inner = [Token(t.token_type, t.text, t.line + token.line - 1, t.col, t.start + token.start,
+                       t.end + token.start, t.comments) for t in inner]  # where they stand in the batch
+        cut = _command_end([previous, *inner]) - 1  # (the command word leads the list: index 0)
+        if cut <= 0:
+            out.append(token)
+            continue
+        head = token.text[: inner[cut - 1].end - token.start + 1]
+        out.append(Token(TokenType.STRING, head, token.line, token.col, token.start, inner[cut - 1].end))
+        out.extend(inner[cut:])
+    return out
+
+
 def _split_point(chunk: list[Token], exc: ParseError, dialect: Dialect) -> int:
     """Index where a second statement starts, when the parse failed right there (T-SQL needs no `;`)."""
     if not exc.errors:
@@ -937,7 +1006,15 @@ def _split_point(chunk: list[Token], exc: ParseError, dialect: Dialect) -> int:
     depth = 0
     for index, token in enumerate(chunk):
         if token.line == line and token.col == col:
-            return index if index > 0 and depth == 0 and token.token_type in starters else 0
+            if index > 0 and depth == 0 and token.token_type in starters:
+                return index
+            # END / ELSE first on their line close a T-SQL block (`BEGIN TRY <statements> END TRY`); the parser
+            # may have taken END for the statement's alias and failed on the word after it
+            for at in (index, index - 1):
+                if at > 0 and depth == 0 and chunk[at].text.upper() in ("END", "ELSE") \
+                        and chunk[at - 1].line != chunk[at].line:
+                    return at
+            return 0
         if token.token_type == TokenType.L_PAREN:
             depth += 1
         elif token.token_type == TokenType.R_PAREN:

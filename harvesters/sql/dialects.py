@@ -84,6 +84,9 @@ class DialectRules:
     # Whether a statement the parser keeps as an opaque command ends at the next line that opens a statement
     # (T-SQL needs no `;`: without this, `SET NOCOUNT ON` swallows the `INSERT` on the next line).
     commands_end_at_new_statements: bool = False
+    # Whether INSERT/UPDATE/DELETE/MERGE may name a CTE of the statement (T-SQL's updatable CTEs): the write goes
+    # to the CTE's one base table. Elsewhere a target is always a table, even one named like a CTE.
+    writes_through_ctes: bool = False
     # SQL Server's prepared and cursor calls (`sp_prepexec`, `sp_cursoropen`, ...): the statement they carry is
     # read like sp_executesql's (see harvesters/sql/prepared.py).
     prepared_calls: bool = False
@@ -104,6 +107,7 @@ _TSQL: dict[str, Any] = dict(
     token_fix=_tsql_fix_tokens,
     cte_self_reference_recursive=True,
     commands_end_at_new_statements=True,
+    writes_through_ctes=True,
     opaque_commands=frozenset({
         "BACKUP", "RESTORE", "CHECKPOINT", "DBCC", "DENY", "RECONFIGURE", "SHUTDOWN", "REVERT", "SETUSER",
         "READTEXT", "WRITETEXT", "UPDATETEXT",

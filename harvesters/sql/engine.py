@@ -378,7 +378,10 @@ class _Analyzer:
                 name = self._name(table)
                 if name:
                     self._read(name)
+        ctes = _ctes(scopes) if self.rules.writes_through_ctes else {}
         for target, mode in writes:
+            if ctes and isinstance(target, exp.Table):
+                target = _through_cte(target, ctes)
             name = target if isinstance(target, _Name) or target is None else self._name(target)
             if name:
                 self._write(name, mode)
@@ -432,8 +435,11 @@ class _Analyzer:
         self._lineage("UPDATE", [node], [(resolved, _WRITE)], [target, resolved])
 
     def _delete(self, node: exp.Delete) -> None:
-        targets = node.args.get("tables") or [node.this]
-        candidates = _source_tables(node.this, *(node.args.get("using") or []))
+        # T-SQL `DELETE dbo.t WHERE ...` (no FROM): sqlglot puts the table in `tables` and False in `this`/`using`
+        this = node.this if isinstance(node.this, exp.Expr) else None
+        using = node.args.get("using")
+        targets = [t for t in (node.args.get("tables") or [this]) if isinstance(t, exp.Expr)]
+        candidates = _source_tables(this, *(using if isinstance(using, list) else []))
         resolved = [_resolve_target(t, candidates) for t in targets]
         self._lineage("DELETE", [node], [(t, _WRITE) for t in resolved], [*targets, *resolved])
 
@@ -816,7 +822,7 @@ def _source_tables(*roots: exp.Expr | None) -> list[exp.Table]:
     """Tables of FROM/JOIN/USING lists (not inside subqueries): where an UPDATE/DELETE alias points."""
     found: list[exp.Table] = []
     for root in roots:
-        if root is None:
+        if not isinstance(root, exp.Expr):  # None, or False where sqlglot marks an absent clause
             continue
 
         def nested(n: exp.Expr, root: exp.Expr = root) -> bool:  # root bound: one per loop iteration
@@ -826,6 +832,31 @@ def _source_tables(*roots: exp.Expr | None) -> list[exp.Table]:
             if isinstance(node, exp.Table):
                 found.append(node)
     return found
+
+
+def _ctes(statements: Iterable[exp.Expr | None]) -> dict[str, exp.Expr]:
+    """The CTEs of the statements' own WITH: name (casefolded) -> query."""
+    found: dict[str, exp.Expr] = {}
+    for statement in statements:
+        with_ = statement.args.get("with_") if isinstance(statement, exp.Expr) else None
+        for cte in with_.expressions if isinstance(with_, exp.With) else []:
+            found[cte.alias_or_name.casefold()] = cte.this
+    return found
+
+
+def _through_cte(target: exp.Table, ctes: dict[str, exp.Expr]) -> exp.Table | None:
+    """A write to a CTE (T-SQL: `WITH c AS (SELECT ... FROM t) DELETE FROM c`) changes the CTE's one base table,
+    through CTEs over CTEs; None when it has several (the server takes the one the changed columns come from,
+    which the text alone does not tell). A target that names no CTE is itself."""
+    seen: set[str] = set()
+    while not target.args.get("db") and target.name.casefold() in ctes and target.name.casefold() not in seen:
+        seen.add(target.name.casefold())
+        query = ctes[target.name.casefold()]
+        tables = _source_tables(query.args.get("from_"), *(query.args.get("joins") or []))
+        if len(tables) != 1:
+            return None
+        target = tables[0]
+    return target
 
 
 def _resolve_target(target: exp.Expr, candidates: list[exp.Table]) -> exp.Expr:

@@ -28,7 +28,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.lineage import Node, lineage
 
-from harvesters.sql.dialects import DialectRules, rules_for
+from harvesters.sql.dialects import DialectRules, rules_for, split_batches
 from harvesters.sql.engine import default_identifier, qualified_parts
 
 __all__ = ["IDENTITY", "TRANSFORMATION", "AGGREGATION", "ColumnSource", "ColumnLineage", "column_lineage"]
@@ -84,7 +84,7 @@ class _Walker:
     # ---- driving ---------------------------------------------------------------------------------------
 
     def run(self, sql: str) -> ColumnLineage:
-        batches = self.rules.batch_separator.split(sql) if self.rules.batch_separator else [sql]
+        batches = split_batches(sql, self.rules.batch_separator)
         result: ColumnLineage = {}
         for batch in batches:
             if not batch.strip():

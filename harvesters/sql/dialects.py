@@ -95,6 +95,31 @@ class DialectRules:
     system_objects: tuple[str, ...] = ()
 
 
+# Where a separator line is not one: inside a string literal, a comment or a quoted name (one pass of C regex).
+_QUOTED = re.compile(r"'(?:[^']|'')*'|/\*.*?\*/|--[^\n]*|\[[^\]]*\]|\"[^\"]*\"", re.DOTALL)
+
+
+def split_batches(sql: str, separator: re.Pattern[str] | None) -> list[str]:
+    """The text's batches: cut at each line matching ``separator`` (T-SQL's `GO`) that does not stand inside a
+    string literal, a block comment or a quoted name, as SSMS and sqlcmd cut it."""
+    if separator is None:
+        return [sql]
+    lines = [m for m in separator.finditer(sql)]
+    if not lines:
+        return [sql]
+    quoted = [(m.start(), m.end()) for m in _QUOTED.finditer(sql)] if any(c in sql for c in "'/-[\"") else []
+    batches, start, q = [], 0, 0
+    for line in lines:
+        while q < len(quoted) and quoted[q][1] <= line.start():
+            q += 1
+        if q < len(quoted) and quoted[q][0] < line.start():  # inside that quoted span
+            continue
+        batches.append(sql[start : line.start()])
+        start = line.end()
+    batches.append(sql[start:])
+    return batches
+
+
 _GO = re.compile(r"^[ \t]*GO(?:[ \t]+\d+)?[ \t\r]*(?:--[^\n]*)?$", re.IGNORECASE | re.MULTILINE)
 
 _TSQL: dict[str, Any] = dict(

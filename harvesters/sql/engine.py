@@ -22,7 +22,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.tokens import Token, TokenType
 
-from harvesters.sql.dialects import DIALECTS, DialectRules, rules_for
+from harvesters.sql.dialects import DIALECTS, DialectRules, rules_for, split_batches
 from harvesters.sql.prepared import PreparedCall, prepared_call
 
 __all__ = ["MAX_NESTING", "MAX_SQL_BYTES", "TableLineage", "table_lineage"]
@@ -191,7 +191,7 @@ class _Analyzer:
         if call is not None:
             self._prepared(call)
         else:
-            batches = self.rules.batch_separator.split(sql) if self.rules.batch_separator else [sql]
+            batches = split_batches(sql, self.rules.batch_separator)
             for batch in batches:
                 self._batch(batch)
         errors = list(dict.fromkeys(self.errors))

@@ -118,6 +118,27 @@ def _dml_top(p: _Pass, i: int) -> int | None:
     return _fix_double_from(p, i) if is_delete else i
 
 
+def _insert_table_hints(p: _Pass, i: int) -> int | None:
+    """``INSERT [TOP (n) [PERCENT]] [INTO] t WITH (TABLOCK, ...)``: the target's table hints, which sqlglot reads as
+    a CTE and rejects, are dropped (the TOP limit too, as by ``dml_top``)."""
+    if p.depth:
+        return None
+    j = i + 1
+    if p.kind(j) == TokenType.TOP:
+        j = _skip_group(p.tokens, j + 1)
+        if p.kind(j) == TokenType.PERCENT:
+            j += 1
+    kept = j
+    if p.kind(j) == TokenType.INTO:
+        j += 1
+    name_end = _skip_name(p.tokens, j)
+    if name_end == j or p.kind(name_end) != TokenType.WITH or p.kind(name_end + 1) != TokenType.L_PAREN:
+        return None
+    p.out.append(p.tokens[i])
+    p.out.extend(p.tokens[kept:name_end])
+    return _skip_group(p.tokens, name_end + 1)
+
+
 def _delete_double_from(p: _Pass, i: int) -> int | None:
     """``DELETE FROM t [WITH (hints)] [OUTPUT ...] FROM t JOIN x ...``: the first FROM is dropped, giving
     ``DELETE t FROM t JOIN x``, which sqlglot reads as a multi-table delete whose target is t."""
@@ -173,6 +194,7 @@ RULES: tuple[TokenRule, ...] = (
     TokenRule("exec_national_literal", frozenset({TokenType.EXECUTE}), frozenset({TokenType.EXECUTE}),
               _exec_national_literal),
     TokenRule("bulk_insert", frozenset({TokenType.VAR}), frozenset({TokenType.INSERT}), _bulk_insert),
+    TokenRule("insert_table_hints", frozenset({TokenType.INSERT}), frozenset({TokenType.WITH}), _insert_table_hints),
     TokenRule("dml_top", frozenset(_DML), frozenset(_DML), _dml_top),
     TokenRule("delete_double_from", frozenset({TokenType.DELETE}), frozenset({TokenType.DELETE}),
               _delete_double_from),

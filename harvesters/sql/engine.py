@@ -534,6 +534,11 @@ class _Analyzer:
             inner = first.name
         elif isinstance(first, exp.Table) and isinstance(first.this, exp.Identifier):
             inner = first.name if len(first.parts) == 1 else None  # sqlglot reads EXEC ('...') as a name
+        self._dynamic(inner)
+
+    def _dynamic(self, inner: str | None) -> None:
+        """Dynamic SQL given as a literal (EXEC ('...'), sp_executesql, Snowflake EXECUTE IMMEDIATE '...'): the inner
+        text is read as a batch of its own; without a literal, or nested too deep, it is an EXECUTE."""
         if inner is None or self.depth >= _MAX_DYNAMIC_DEPTH:
             self.types["EXECUTE"] = None
             return
@@ -570,6 +575,9 @@ class _Analyzer:
         text = expression.name if isinstance(expression, exp.Literal) else str(expression or "")
         if keyword == "ALTER":
             self._alter_command(text)
+        elif keyword == "EXECUTE" and (immediate := _IMMEDIATE.fullmatch(text)):
+            quoted, dollar = immediate.groups()
+            self._dynamic(dollar if dollar is not None else quoted.replace("''", "'"))
         elif keyword == "RENAME" and self._rename_command(text):
             pass
         elif keyword in _NO_LINEAGE_COMMANDS or keyword.split(" ")[0] in _NO_LINEAGE_COMMANDS:
@@ -604,25 +612,35 @@ class _Analyzer:
         return False
 
     def _alter_command(self, text: str) -> None:
-        """ALTER TABLE t <clause sqlglot does not model>: t is written; EXCHANGE ... WITH TABLE s reads s."""
+        """ALTER [ICEBERG|DYNAMIC|EXTERNAL] TABLE t <clause sqlglot does not model>: t is written; EXCHANGE ...
+        WITH TABLE s reads s; T-SQL's SWITCH [PARTITION n] TO s moves t's rows into s: t is read, s written."""
         try:
             tokens = self.dialect.tokenize(text)
         except SqlglotError:
             tokens = []
-        if not tokens or tokens[0].token_type != TokenType.TABLE:
+        first = 1 if tokens and tokens[0].text.upper() in ("ICEBERG", "DYNAMIC", "EXTERNAL") else 0
+        if len(tokens) <= first or tokens[first].token_type != TokenType.TABLE:
             self.types["ALTER"] = None
             return
-        start = 1
+        start = first + 1
         while start < len(tokens) and tokens[start].text.upper() in ("IF", "EXISTS", "ONLY"):
             start += 1
         target = self._name(self._to_table(_name_text(tokens, start, text)))
-        source = None
+        source = switched_to = None
         for i in range(start, len(tokens) - 2):
             if tokens[i].token_type == TokenType.WITH and tokens[i + 1].token_type == TokenType.TABLE:
                 source = self._name(self._to_table(_name_text(tokens, i + 2, text)))
-        self._lineage("ALTER TABLE", [], [(target, _WRITE)])
+        for i in range(start, len(tokens) - 1):
+            if tokens[i].text.upper() == "SWITCH":
+                to = next((j for j in range(i + 1, len(tokens) - 1) if tokens[j].text.upper() == "TO"), None)
+                if to is not None:
+                    switched_to = self._name(self._to_table(_name_text(tokens, to + 1, text)))
+                break
+        self._lineage("ALTER TABLE", [], [(target, _WRITE), (switched_to, _WRITE)])
         if source:
             self._read(source)
+        if switched_to and target:
+            self._read(target)
 
     def _table_function_writes(self, node: exp.Expr) -> list[tuple[exp.Table | _Name | None, str]]:
         """Dialect functions that move rows between tables named by string arguments (DialectRules)."""
@@ -998,6 +1016,11 @@ def _command_end(chunk: list[Token]) -> int:
         if token.token_type == TokenType.WITH and after is not None and after.token_type != TokenType.L_PAREN:
             return index
     return 0
+
+
+# Snowflake `EXECUTE IMMEDIATE '<sql>' | $$<sql>$$ [USING (...)]` after the EXECUTE keyword: the literal's text.
+_IMMEDIATE = re.compile(r"\s*IMMEDIATE\s+(?:'((?:[^']|'')*)'|\$\$(.*?)\$\$)\s*(?:USING\b.*)?;?\s*",
+                        re.IGNORECASE | re.DOTALL)
 
 
 def _reopen_swallowed(tokens: list[Token], dialect: Dialect) -> list[Token]:

@@ -146,7 +146,7 @@ _NO_LINEAGE_COMMANDS = frozenset(
     "ADD BACKUP BEGIN CALL CHECKPOINT CLOSE COMMIT DBCC DEALLOCATE DECLARE DENY DESC DESCRIBE END EXEC EXECUTE "
     "EXPLAIN FETCH GET GO GRANT LIST LS MSCK OPEN OPTIMIZE PREPARE PRINT PUT RAISERROR READTEXT RECONFIGURE "
     "REMOVE RESET RESTORE RETURN REVERT REVOKE RM ROLLBACK SAVE SET SETUSER SHOW SHUTDOWN THROW UNSET "
-    "UPDATETEXT USE VACUUM WAITFOR WRITETEXT".split()
+    "UPDATETEXT USE VACUUM WAITFOR WHILE WRITETEXT".split()
 ) | {"UPDATE STATISTICS"}
 # Abbreviations reported under their full statement type.
 _KEYWORD_NAMES = {"EXEC": "EXECUTE", "DESC": "DESCRIBE"}
@@ -284,6 +284,9 @@ class _Analyzer:
             parsed = [e for e in self.dialect.parser().parse(tokens, text) if e is not None]
             if not (self.rules.commands_end_at_new_statements and any(isinstance(e, exp.Command) for e in parsed)):
                 return parsed
+            # an opaque command may have swallowed the statements after it: each `;`-separated piece again, where
+            # _parse_chunk ends a command at the next line opening a statement
+            return [e for chunk in _semicolon_chunks(tokens) for e in self._parse_chunk(chunk, text)]
         except (SqlglotError, RecursionError):
             pass
         statements: list[exp.Expr] = []
@@ -309,10 +312,21 @@ class _Analyzer:
                 self.errors.append("unparseable: nested too deeply")
                 return statements
             except ParseError as exc:
-                split = _split_point(chunk, exc, self.dialect)
+                split = _split_point(chunk, exc, self.dialect, self.rules.commands_end_at_new_statements)
                 if split:
                     statements.extend(self._parse_chunk(chunk[:split], text))
                     chunk = chunk[split:]
+                    continue
+                head = chunk[0].text.upper()
+                cut = 0
+                if self.rules.commands_end_at_new_statements and head in _NO_LINEAGE_COMMANDS:
+                    # `WHILE @i < 10` (then `BEGIN` on the next line): a header without lineage, then the rest; a
+                    # header alone is one when it holds no statement keyword (no query in its condition)
+                    cut = _command_end(chunk) or (
+                        len(chunk) if not any(t.token_type in _COMMAND_ENDS for t in chunk[1:]) else 0)
+                if cut:
+                    statements.append(exp.Command(this=head))
+                    chunk = chunk[cut:]
                     continue
                 statements.extend(self._fallback(chunk, text, exc))
                 return statements
@@ -324,7 +338,8 @@ class _Analyzer:
     def _fallback(self, chunk: list[Token], text: str, exc: SqlglotError) -> list[exp.Expr]:
         """Re-read a statement the dialect's parser rejected with the dialect's fallbacks, if any."""
         keyword = _KEYWORD_NAMES.get(chunk[0].text.upper(), chunk[0].text.upper())
-        if keyword in _NO_LINEAGE_COMMANDS:  # WAITFOR DELAY ..., odd SET options: no lineage either way
+        if keyword in _NO_LINEAGE_COMMANDS and keyword != "WHILE":  # WAITFOR DELAY ..., odd SET options: no lineage
+            # (a WHILE here still holds its loop's statements: they are not dropped silently)
             return [exp.Command(this=keyword)]
         source = text[chunk[0].start : chunk[-1].end + 1]
         rest = text[chunk[1].start : chunk[-1].end + 1] if len(chunk) > 1 else ""
@@ -564,7 +579,8 @@ class _Analyzer:
         for body in bodies:
             if isinstance(body, exp.Block):
                 for statement in body.expressions:
-                    self._statement(statement)
+                    if statement is not None:  # (an empty BEGIN ... END, or a header cut from its block)
+                        self._statement(statement)
             elif isinstance(body, exp.Expr):
                 self._statement(body)
 
@@ -577,7 +593,9 @@ class _Analyzer:
             self._alter_command(text)
         elif keyword == "EXECUTE" and (immediate := _IMMEDIATE.fullmatch(text)):
             quoted, dollar = immediate.groups()
-            self._dynamic(dollar if dollar is not None else quoted.replace("''", "'"))
+            inner = dollar if dollar is not None else quoted.replace("''", "'")
+            # a Snowflake Scripting block (DECLARE ... BEGIN ... END) is more than SQL statements: not read
+            self._dynamic(None if _SCRIPTING_BLOCK.match(inner) else inner)
         elif keyword == "RENAME" and self._rename_command(text):
             pass
         elif keyword in _NO_LINEAGE_COMMANDS or keyword.split(" ")[0] in _NO_LINEAGE_COMMANDS:
@@ -912,6 +930,20 @@ _CONTINUES = frozenset({
 _CONTINUE_WORDS = frozenset({"KEY", "INSTEAD", "AFTER", "OF"})  # ON DUPLICATE KEY UPDATE, INSTEAD OF INSERT
 
 
+def _semicolon_chunks(tokens: list[Token]) -> Iterator[list[Token]]:
+    """The pieces between `;` tokens (what sqlglot's parser reads as one statement each)."""
+    chunk: list[Token] = []
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            if chunk:
+                yield chunk
+            chunk = []
+        else:
+            chunk.append(token)
+    if chunk:
+        yield chunk
+
+
 def _segments(tokens: list[Token]) -> Iterator[list[Token]]:
     """Split a batch that failed to parse into likely statements: at `;` and at depth-0 keywords that
     always open a statement. Parsing each piece on its own keeps one bad statement from costing the
@@ -1009,18 +1041,49 @@ def _command_end(chunk: list[Token]) -> int:
         if depth or token.line == previous.line or previous.token_type in _NOT_BEFORE_STATEMENT:
             continue
         word, after = token.text.upper(), chunk[index + 1] if index + 1 < len(chunk) else None
+        if token.token_type == TokenType.MERGE and after is not None and after.text.upper() == "RANGE":
+            continue  # ALTER PARTITION FUNCTION f () MERGE RANGE (...)
         if token.token_type in _COMMAND_ENDS:
             return index
         if word in ("ALTER", "DROP") and after is not None and after.text.upper() in _OBJECT_KINDS:
             return index
-        if token.token_type == TokenType.WITH and after is not None and after.token_type != TokenType.L_PAREN:
+        if token.token_type == TokenType.WITH and _opens_cte(chunk, index):
             return index
     return 0
+
+
+def _opens_cte(tokens: list[Token], at: int) -> bool:
+    """`WITH name AS (` or `WITH name (columns) AS (` at ``at``: a CTE, not an options list (`WITH (ONLINE = ON)`,
+    `WITH DEFAULT_SCHEMA = s`)."""
+    name = at + 1
+    if name >= len(tokens) or tokens[name].token_type not in (TokenType.VAR, TokenType.IDENTIFIER):
+        return False
+    after = _skip_parens(tokens, name + 1)
+    return after + 1 < len(tokens) and tokens[after].token_type == TokenType.ALIAS \
+        and tokens[after + 1].token_type == TokenType.L_PAREN
+
+
+def _skip_parens(tokens: list[Token], at: int) -> int:
+    """Index just after the balanced parenthesised group opening at ``at`` (``at`` when none opens there)."""
+    if at >= len(tokens) or tokens[at].token_type != TokenType.L_PAREN:
+        return at
+    depth = 0
+    for index in range(at, len(tokens)):
+        if tokens[index].token_type == TokenType.L_PAREN:
+            depth += 1
+        elif tokens[index].token_type == TokenType.R_PAREN:
+            depth -= 1
+            if depth == 0:
+                return index + 1
+    return len(tokens)
 
 
 # Snowflake `EXECUTE IMMEDIATE '<sql>' | $$<sql>$$ [USING (...)]` after the EXECUTE keyword: the literal's text.
 _IMMEDIATE = re.compile(r"\s*IMMEDIATE\s+(?:'((?:[^']|'')*)'|\$\$(.*?)\$\$)\s*(?:USING\b.*)?;?\s*",
                         re.IGNORECASE | re.DOTALL)
+
+
+_SCRIPTING_BLOCK = re.compile(r"\s*(?:DECLARE|BEGIN)\b", re.IGNORECASE)
 
 
 def _reopen_swallowed(tokens: list[Token], dialect: Dialect) -> list[Token]:
@@ -1051,8 +1114,13 @@ def _reopen_swallowed(tokens: list[Token], dialect: Dialect) -> list[Token]:
     return out
 
 
-def _split_point(chunk: list[Token], exc: ParseError, dialect: Dialect) -> int:
-    """Index where a second statement starts, when the parse failed right there (T-SQL needs no `;`)."""
+# Words that, first on their line, end a T-SQL statement the parser ran into (a block's end, a jump).
+_BLOCK_WORDS = frozenset({"END", "ELSE", "RETURN", "BREAK", "CONTINUE", "GOTO", "WHILE"})
+
+
+def _split_point(chunk: list[Token], exc: ParseError, dialect: Dialect, block_words: bool = False) -> int:
+    """Index where a second statement starts, when the parse failed right there (T-SQL needs no `;`);
+    ``block_words``: also where an END / ELSE first on its line closes a block (T-SQL)."""
     if not exc.errors:
         return 0
     line, col = exc.errors[0].get("line"), exc.errors[0].get("col")
@@ -1062,10 +1130,11 @@ def _split_point(chunk: list[Token], exc: ParseError, dialect: Dialect) -> int:
         if token.line == line and token.col == col:
             if index > 0 and depth == 0 and token.token_type in starters:
                 return index
-            # END / ELSE first on their line close a T-SQL block (`BEGIN TRY <statements> END TRY`); the parser
-            # may have taken END for the statement's alias and failed on the word after it
-            for at in (index, index - 1):
-                if at > 0 and depth == 0 and chunk[at].text.upper() in ("END", "ELSE") \
+            # END / ELSE / RETURN... first on their line end a T-SQL block or statement (`BEGIN TRY ... END TRY`);
+            # the parser may have taken END for the statement's alias and failed on the word after it
+            for at in (index, index - 1) if block_words else ():
+                if at > 0 and depth == 0 and (chunk[at].text.upper() in _BLOCK_WORDS
+                                              or (at < index and chunk[at].token_type in starters)) \
                         and chunk[at - 1].line != chunk[at].line:
                     return at
             return 0

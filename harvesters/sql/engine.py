@@ -368,7 +368,9 @@ class _Analyzer:
         kind = next((v for k, v in _NO_LINEAGE.items() if isinstance(node, k)), None)
         if kind is None and isinstance(node, exp.Anonymous) and node.name.upper() in _NO_LINEAGE_COMMANDS:
             kind = node.name.upper()  # T-SQL RAISERROR(...) reads as a bare function call
-        if kind:
+        if kind and isinstance(node, (exp.Set, exp.Declare)):
+            self._lineage(kind, [node])  # `SET @n = (SELECT COUNT(*) FROM t)`: a variable's query reads t
+        elif kind:
             self.types[kind] = None
         elif not isinstance(node, (exp.Semicolon, exp.EndStatement)):
             # Not a statement sqlglot models (often a bare expression from garbage text): no type for it.

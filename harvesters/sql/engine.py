@@ -284,9 +284,14 @@ class _Analyzer:
             parsed = [e for e in self.dialect.parser().parse(tokens, text) if e is not None]
             if not (self.rules.commands_end_at_new_statements and any(isinstance(e, exp.Command) for e in parsed)):
                 return parsed
-            # an opaque command may have swallowed the statements after it: each `;`-separated piece again, where
-            # _parse_chunk ends a command at the next line opening a statement
-            return [e for chunk in _semicolon_chunks(tokens) for e in self._parse_chunk(chunk, text)]
+            # an opaque command may have swallowed the statements after it: its `;`-separated piece is read again,
+            # where _parse_chunk ends the command at the next line opening a statement (the other pieces keep their
+            # parse: one per piece, as sqlglot's parser splits them, unless a `;` with comments made it split more)
+            chunks = list(_semicolon_chunks(tokens))
+            if len(chunks) != len(parsed):
+                return [e for chunk in chunks for e in self._parse_chunk(chunk, text)]
+            return [e for node, chunk in zip(parsed, chunks)
+                    for e in (self._parse_chunk(chunk, text) if isinstance(node, exp.Command) else [node])]
         except (SqlglotError, RecursionError):
             pass
         statements: list[exp.Expr] = []

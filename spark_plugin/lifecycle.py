@@ -146,9 +146,8 @@ class Application:
         self._original_stop: Any = None
         # Claims, each taken once and never given back (a non-blocking acquire): SIGTERM's thread must never wait on
         # one that the main thread, held by the signal handler, would never release.
-        self._finish_claim = threading.Lock()  # finish() has begun
+        self._finish_claim = threading.Lock()  # finish() has begun: see `finished`
         self._end_claim = threading.Lock()  # the terminal event is queued (or spooled): see _queue_end
-        self.finished = False
         #: RDD actions running now, noted by their wrappers (see rdd_jobs): those still running at the end fail
         self.rdd_actions_running: dict[object, tuple] = {}
         self.context_stopped = False
@@ -165,6 +164,11 @@ class Application:
         self._delivering_since: float | None = None  # when the worker's current delivery began
         self.spooled_at_exit = 0
         self.breaker_stops = 0  # lineage work the circuit breaker stopped (see _breaker_closed)
+
+    @property
+    def finished(self) -> bool:
+        """Whether :meth:`finish` has begun (its claim is taken): no new work is accepted."""
+        return self._finish_claim.locked()
 
     # Facets are made on first use (the worker's first item): see the module's start-up cost note.
 
@@ -780,12 +784,8 @@ class Application:
         """Emit the application's terminal event, deliver within the time budget, unhook. Idempotent."""
         if not self._finish_claim.acquire(blocking=False):
             return
-        self.finished = True
         self._wait_for_listener_calls(time.monotonic() + LISTENER_WAIT_S)
-        self.listener.active = False
-        self._queue_end(outcome)
-        if not self.worker.closed:
-            self._settle(self.config.shutdown_timeout_s)
+        self._end_and_settle(outcome)
         if self.worker.dropped:
             log.warning("lineage capture: lineage of %d actions was dropped (queue full)", self.worker.dropped)
         if self.breaker_stops:
@@ -819,6 +819,10 @@ class Application:
         with the process."""
         if self not in _live:  # ended
             return
+        self._end_and_settle(outcome)
+
+    def _end_and_settle(self, outcome: exit_status.Outcome) -> None:
+        """Stop taking actions, queue the end (once), and let the worker deliver it within the end's budget."""
         self.listener.active = False
         self._queue_end(outcome)
         if not self.worker.closed:
@@ -846,7 +850,7 @@ class Application:
                    for tracked in unfinished]
         for action in rdd_actions:
             records += self.guard.call("rdd lineage", self.rdd_records, action) or []
-        if not self.config_disabled():
+        if records and not self.config_disabled():
             self._deliver(self._finished(records), self._end_unfinished_runs)
 
     def _unregister(self) -> None:
@@ -871,7 +875,8 @@ def _at_exit() -> None:
 
 
 def _finish_all(outcome: exit_status.Outcome) -> None:
-    """End every live application's run with ``outcome`` (the interpreter's exit)."""
+    """End every live application's run with ``outcome`` (the interpreter's exit; SIGTERM's, through
+    :func:`_terminate_all`)."""
     # no lock: SIGTERM's thread must not wait on a lock the interrupted main thread may hold (a list copy is atomic)
     apps = list(_live)
     for app in apps:

@@ -887,7 +887,6 @@ def test_sigterm_during_the_end_finishes_it(spark, workdir, interrupted):
             assert _eventually(app._end_claim.locked)
         else:
             app._finish_claim.acquire()  # what finish() does first
-            app.finished = True
         threading.Timer(0.5, gate.set).start()
         lifecycle._terminate_all(SIGTERM_OUTCOME)
         delivered = read_events(events_file)  # when the process would die
@@ -897,7 +896,6 @@ def test_sigterm_during_the_end_finishes_it(spark, workdir, interrupted):
             ending.join(30)
         if interrupted == "before_the_end_was_queued":  # let uninstrument end it (the process would have died)
             app._finish_claim.release()
-            app.finished = False
         spark_plugin.uninstrument()
     terminal = "COMPLETE" if interrupted == "in_the_end_s_delivery" else "FAIL"
     assert kinds(delivered) == [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB),

@@ -104,7 +104,7 @@ def split_batches(sql: str, separator: re.Pattern[str] | None) -> list[str]:
     string literal, a block comment or a quoted name, as SSMS and sqlcmd cut it."""
     if separator is None:
         return [sql]
-    lines = [m for m in separator.finditer(sql)]
+    lines = list(separator.finditer(sql))
     if not lines:
         return [sql]
     quoted = [(m.start(), m.end()) for m in _QUOTED.finditer(sql)] if any(c in sql for c in "'/-[\"") else []

@@ -24,6 +24,7 @@ from sqlglot.tokens import Token, TokenType
 
 from harvesters.sql.dialects import DIALECTS, DialectRules, rules_for, split_batches
 from harvesters.sql.prepared import PreparedCall, prepared_call
+from harvesters.sql.tsql import skip_group
 
 __all__ = ["MAX_NESTING", "MAX_SQL_BYTES", "TableLineage", "table_lineage"]
 
@@ -1065,24 +1066,9 @@ def _opens_cte(tokens: list[Token], at: int) -> bool:
     name = at + 1
     if name >= len(tokens) or tokens[name].token_type not in (TokenType.VAR, TokenType.IDENTIFIER):
         return False
-    after = _skip_parens(tokens, name + 1)
+    after = skip_group(tokens, name + 1)
     return after + 1 < len(tokens) and tokens[after].token_type == TokenType.ALIAS \
         and tokens[after + 1].token_type == TokenType.L_PAREN
-
-
-def _skip_parens(tokens: list[Token], at: int) -> int:
-    """Index just after the balanced parenthesised group opening at ``at`` (``at`` when none opens there)."""
-    if at >= len(tokens) or tokens[at].token_type != TokenType.L_PAREN:
-        return at
-    depth = 0
-    for index in range(at, len(tokens)):
-        if tokens[index].token_type == TokenType.L_PAREN:
-            depth += 1
-        elif tokens[index].token_type == TokenType.R_PAREN:
-            depth -= 1
-            if depth == 0:
-                return index + 1
-    return len(tokens)
 
 
 # Snowflake `EXECUTE IMMEDIATE '<sql>' | $$<sql>$$ [USING (...)]` after the EXECUTE keyword: the literal's text.
@@ -1127,7 +1113,8 @@ _BLOCK_WORDS = frozenset({"END", "ELSE", "RETURN", "BREAK", "CONTINUE", "GOTO", 
 
 def _split_point(chunk: list[Token], exc: ParseError, dialect: Dialect, block_words: bool = False) -> int:
     """Index where a second statement starts, when the parse failed right there (T-SQL needs no `;`);
-    ``block_words``: also where an END / ELSE first on its line closes a block (T-SQL)."""
+    ``block_words`` (T-SQL): also where one of :data:`_BLOCK_WORDS`, or a statement keyword just before the failure,
+    stands first on its line."""
     if not exc.errors:
         return 0
     line, col = exc.errors[0].get("line"), exc.errors[0].get("col")

@@ -101,7 +101,7 @@ def _bulk_insert(p: _Pass, i: int) -> int | None:
     if p.kind(i) == TokenType.FROM and p.kind(i + 1) == TokenType.STRING:
         i += 2
         if p.kind(i) == TokenType.WITH:
-            i = _skip_group(p.tokens, i + 1)
+            i = skip_group(p.tokens, i + 1)
     return i
 
 
@@ -112,9 +112,7 @@ def _dml_top(p: _Pass, i: int) -> int | None:
         return None
     is_delete = p.kinds[i] == TokenType.DELETE
     p.out.append(p.tokens[i])
-    i = _skip_group(p.tokens, i + 2)
-    if p.kind(i) == TokenType.PERCENT:
-        i += 1
+    i = _skip_top(p, i + 1)
     return _fix_double_from(p, i) if is_delete else i
 
 
@@ -123,12 +121,7 @@ def _insert_table_hints(p: _Pass, i: int) -> int | None:
     a CTE and rejects, are dropped (the TOP limit too, as by ``dml_top``)."""
     if p.depth:
         return None
-    j = i + 1
-    if p.kind(j) == TokenType.TOP:
-        j = _skip_group(p.tokens, j + 1)
-        if p.kind(j) == TokenType.PERCENT:
-            j += 1
-    kept = j
+    j = kept = _skip_top(p, i + 1)
     if p.kind(j) == TokenType.INTO:
         j += 1
     name_end = _skip_name(p.tokens, j)
@@ -136,7 +129,15 @@ def _insert_table_hints(p: _Pass, i: int) -> int | None:
         return None
     p.out.append(p.tokens[i])
     p.out.extend(p.tokens[kept:name_end])
-    return _skip_group(p.tokens, name_end + 1)
+    return skip_group(p.tokens, name_end + 1)
+
+
+def _skip_top(p: _Pass, i: int) -> int:
+    """Index just after ``TOP (n) [PERCENT]`` starting at ``i`` (``i`` when no TOP stands there)."""
+    if p.kind(i) != TokenType.TOP:
+        return i
+    i = skip_group(p.tokens, i + 1)
+    return i + 1 if p.kind(i) == TokenType.PERCENT else i
 
 
 def _delete_double_from(p: _Pass, i: int) -> int | None:
@@ -178,10 +179,10 @@ def _synapse_table_options(p: _Pass, i: int) -> int | None:
     if p.kind(j) != TokenType.TABLE:
         return None
     name_end = _skip_name(p.tokens, j + 1)
-    after_columns = _skip_group(p.tokens, name_end)
+    after_columns = skip_group(p.tokens, name_end)
     if p.kind(after_columns) != TokenType.WITH or p.kind(after_columns + 1) != TokenType.L_PAREN:
         return None
-    group_end = _skip_group(p.tokens, after_columns + 1)
+    group_end = skip_group(p.tokens, after_columns + 1)
     words = {t.text.upper() for t in p.tokens[after_columns + 2 : group_end]}
     if not words & _SYNAPSE_OPTIONS:
         return None
@@ -270,8 +271,9 @@ def _skip_name(tokens: list[Token], i: int) -> int:
     return i
 
 
-def _skip_group(tokens: list[Token], i: int) -> int:
-    """Index just after the balanced parenthesised group opening at `i` (or `i` if none opens there)."""
+def skip_group(tokens: list[Token], i: int) -> int:
+    """Index just after the balanced parenthesised group opening at `i` (or `i` if none opens there). Also read by
+    the engine (`WITH name (columns) AS`)."""
     if i >= len(tokens) or tokens[i].token_type != TokenType.L_PAREN:
         return i
     depth = 0
@@ -293,7 +295,7 @@ def _fix_double_from(p: _Pass, i: int) -> int:
         return i
     j = _skip_name(tokens, i + 1)
     if j < len(tokens) and kinds[j] == TokenType.WITH:
-        j = _skip_group(tokens, j + 1)
+        j = skip_group(tokens, j + 1)
     if j < len(tokens) and kinds[j] == TokenType.RETURNING:
         j, _ = _skip_output(tokens, kinds, j)
     if j < len(tokens) and kinds[j] == TokenType.FROM:
@@ -321,5 +323,5 @@ def _skip_output(
         name_end = _skip_name(tokens, i + 1)
         if name_end > i + 1:
             span = (tokens[i + 1].start, tokens[name_end - 1].end)
-        i = _skip_group(tokens, name_end)  # the optional (column, ...) list
+        i = skip_group(tokens, name_end)  # the optional (column, ...) list
     return i, span

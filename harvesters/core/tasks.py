@@ -255,8 +255,12 @@ def _table_part(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 
-#: Statement types that never name what a text does to tables (``SET NOCOUNT ON; INSERT ...`` is an insert).
-NO_LINEAGE_TYPES = frozenset({"SET", "USE", "DECLARE", "BEGIN", "COMMIT", "ROLLBACK", "PRINT", "TRANSACTION"})
+#: Statement types that never name what a text does to tables (``SET NOCOUNT ON; INSERT ...`` is an insert,
+#: ``IF @@ROWCOUNT = 0 RETURN`` then ``UPDATE ...`` an update; transactions and control of flow name nothing).
+NO_LINEAGE_TYPES = frozenset({
+    "SET", "USE", "DECLARE", "BEGIN", "COMMIT", "ROLLBACK", "PRINT", "TRANSACTION", "BEGIN TRANSACTION", "SAVE",
+    "END", "RETURN", "BREAK", "CONTINUE", "GOTO", "THROW", "RAISERROR", "WAITFOR", "ENABLE", "DISABLE",
+})
 
 
 def statement_job_suffix(statement: Statement, inputs: Iterable[str]) -> str:

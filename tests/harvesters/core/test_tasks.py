@@ -7,7 +7,7 @@ import attrs
 import pytest
 
 from emitter.records import RunRecord
-from harvesters.core.tasks import Statement, TaskGrouper, find_parent_ids, task_job_name
+from harvesters.core.tasks import Statement, TaskGrouper, find_parent_ids, statement_job_suffix, task_job_name
 
 NS = "sqlserver://db01:1433"
 T0 = datetime(2024, 5, 14, 2, 0, tzinfo=timezone.utc)
@@ -28,6 +28,21 @@ AIRFLOW_ROOT = "airflow/etl_dag/01900000-0000-7000-8000-0000000000aa"
 ])
 def test_task_job_name(task, job):
     assert task_job_name(task) == job
+
+
+@pytest.mark.parametrize("types,outputs,suffix", [
+    (("INSERT",), ("db.dbo.b",), "insert_db_dbo_b"),
+    (("SET", "INSERT"), ("db.dbo.b",), "insert_db_dbo_b"),  # SET NOCOUNT ON first
+    (("BEGIN TRANSACTION", "INSERT", "COMMIT"), ("db.dbo.b",), "insert_db_dbo_b"),
+    (("RETURN", "UPDATE"), ("db.dbo.b",), "update_db_dbo_b"),  # IF @@ROWCOUNT = 0 RETURN, then an UPDATE
+    (("DISABLE", "UPDATE", "ENABLE"), ("db.dbo.b",), "update_db_dbo_b"),  # DISABLE TRIGGER ... ENABLE TRIGGER
+    (("GOTO", "THROW", "RAISERROR", "WAITFOR", "END", "BREAK"), (), "query"),
+    (("EXECUTE",), (), "execute"),
+])
+def test_statement_job_suffix(types, outputs, suffix):
+    statement = Statement(query_id="q1", start=T0, end=T0, task="app", host="h", session="1", sql="", namespace=NS,
+                          outputs=outputs, statement_types=types)
+    assert statement_job_suffix(statement, ()) == suffix
 
 
 @pytest.mark.parametrize("task,sql,expected", [

@@ -135,7 +135,7 @@ _TSQL: dict[str, Any] = dict(
     writes_through_ctes=True,
     opaque_commands=frozenset({
         "BACKUP", "RESTORE", "CHECKPOINT", "DBCC", "DENY", "RECONFIGURE", "SHUTDOWN", "REVERT", "SETUSER",
-        "READTEXT", "WRITETEXT", "UPDATETEXT",
+        "READTEXT", "WRITETEXT", "UPDATETEXT", "ENABLE", "DISABLE",  # ENABLE / DISABLE TRIGGER
     }),
     prepared_calls=True,
     system_objects=(

@@ -24,7 +24,7 @@ from sqlglot.tokens import Token, TokenType
 
 from harvesters.sql.dialects import DIALECTS, DialectRules, rules_for, split_batches
 from harvesters.sql.prepared import PreparedCall, prepared_call
-from harvesters.sql.tsql import skip_group
+from harvesters.sql.tsql import KINDS_BEFORE_IF, skip_group
 
 __all__ = ["MAX_NESTING", "MAX_SQL_BYTES", "TableLineage", "table_lineage"]
 
@@ -149,6 +149,9 @@ _NO_LINEAGE_COMMANDS = frozenset(
     "REMOVE RESET RESTORE RETURN REVERT REVOKE RM ROLLBACK SAVE SET SETUSER SHOW SHUTDOWN THROW UNSET "
     "UPDATETEXT USE VACUUM WAITFOR WHILE WRITETEXT".split()
 ) | {"UPDATE STATISTICS"}
+# Control-of-flow words sqlglot reads as a bare column (`RETURN`, `BREAK`, `THROW;`) or a column with an alias
+# (`GOTO done`, `RETURN @code`): statements without lineage.
+_CONTROL_WORDS = frozenset({"RETURN", "BREAK", "CONTINUE", "GOTO", "THROW", "LEAVE", "ITERATE"})
 # Abbreviations reported under their full statement type.
 _KEYWORD_NAMES = {"EXEC": "EXECUTE", "DESC": "DESCRIBE"}
 # CREATE/DROP kinds whose target is a dataset (others: FUNCTION, PROCEDURE, INDEX, SCHEMA, STAGE, ...).
@@ -253,10 +256,10 @@ class _Analyzer:
         spans: list[tuple[int, int]] = []
         if self.rules.ignored_create_words:
             tokens = _drop_create_words(tokens, self.rules.ignored_create_words)
+        if self.rules.commands_end_at_new_statements:  # (first: the token fix reads what a command swallowed)
+            tokens = _reopen_swallowed(tokens, self.dialect)
         if self.rules.token_fix:
             tokens, spans = self.rules.token_fix(tokens)
-        if self.rules.commands_end_at_new_statements:
-            tokens = _reopen_swallowed(tokens, self.dialect)
         for piece, command in _opaque_pieces(tokens, self.rules.opaque_commands):
             if command:  # BACKUP / DBCC / CHECKPOINT ...: sqlglot misreads these; no lineage
                 self.types[command] = None
@@ -283,7 +286,7 @@ class _Analyzer:
         """Parse a batch; on failure, parse its statements one by one: a bad statement costs only itself."""
         try:
             parsed = [e for e in self.dialect.parser().parse(tokens, text) if e is not None]
-            if not (self.rules.commands_end_at_new_statements and any(isinstance(e, exp.Command) for e in parsed)):
+            if not (self.rules.commands_end_at_new_statements and any(map(_holds_command, parsed))):
                 return parsed
             # an opaque command may have swallowed the statements after it: its `;`-separated piece is read again,
             # where _parse_chunk ends the command at the next line opening a statement (the other pieces keep their
@@ -373,8 +376,9 @@ class _Analyzer:
             return
         kind = next((v for k, v in _NO_LINEAGE.items() if isinstance(node, k)), None)
         if kind is None and isinstance(node, exp.Anonymous) and node.name.upper() in _NO_LINEAGE_COMMANDS:
-            kind = node.name.upper()  # T-SQL RAISERROR(...) reads as a bare function call
-        if kind and isinstance(node, (exp.Set, exp.Declare)):
+            kind = node.name.upper()  # T-SQL RAISERROR(...) / RETURN (SELECT ...) read as a bare function call
+        kind = kind or _control_word(node)
+        if kind and isinstance(node, (exp.Set, exp.Declare, exp.Anonymous)):
             self._lineage(kind, [node])  # `SET @n = (SELECT COUNT(*) FROM t)`: a variable's query reads t
         elif kind:
             self.types[kind] = None
@@ -629,13 +633,16 @@ class _Analyzer:
 
     def _is_definition(self, text: str) -> bool:
         """Whether the text after CREATE/DROP names an object kind without lineage (`OR REPLACE MASKING POLICY
-        p ...`, `STREAM s ON TABLE t`): the first kind word decides, a table or view has lineage."""
-        for word in text.upper().split()[:6]:
+        p ...`, `STREAM s ON TABLE t`, `SCHEMA s AUTHORIZATION o`, `COMPUTE POOL p ...`): the first kind word
+        decides; a table or view has lineage, and so an error when sqlglot cannot read it; any other kind (a
+        schema, a data source, a pool, a model) holds no rows of its own: a definition."""
+        for word in _WORDS.findall(text, 0, 200)[:6]:
+            word = word.upper()
             if word in ("TABLE", "VIEW"):
                 return False
             if word in self.rules.definition_objects:
                 return True
-        return False
+        return True
 
     def _alter_command(self, text: str) -> None:
         """ALTER [ICEBERG|DYNAMIC|EXTERNAL] TABLE t <clause sqlglot does not model>: t is written; EXCHANGE ...
@@ -1053,6 +1060,8 @@ def _command_end(chunk: list[Token]) -> int:
             continue  # ALTER PARTITION FUNCTION f () MERGE RANGE (...)
         if token.token_type in _COMMAND_ENDS:
             return index
+        if word in ("IF", "WHILE") and previous.text.upper() not in KINDS_BEFORE_IF:  # `BEGIN` then `IF @x = 1 ...`
+            return index
         if word in ("ALTER", "DROP") and after is not None and after.text.upper() in _OBJECT_KINDS:
             return index
         if token.token_type == TokenType.WITH and _opens_cte(chunk, index):
@@ -1076,34 +1085,51 @@ _IMMEDIATE = re.compile(r"\s*IMMEDIATE\s+(?:'((?:[^']|'')*)'|\$\$(.*?)\$\$)\s*(?
                         re.IGNORECASE | re.DOTALL)
 
 
+# The words of a CREATE/DROP command's text (`TABLE[dbo].[t]` needs no space after TABLE).
+_WORDS = re.compile(r"\w+")
 _SCRIPTING_BLOCK = re.compile(r"\s*(?:DECLARE|BEGIN)\b", re.IGNORECASE)
 
 
+# Put before a swallowed text when it is tokenized again: its first word is then not a statement's first word,
+# which the tokenizer would let swallow the rest once more (a chain of n ENDs re-read n times: quadratic).
+_REOPEN_PREFIX = "x "
+
+
 def _reopen_swallowed(tokens: list[Token], dialect: Dialect) -> list[Token]:
-    """The tokenizer reads the rest of a statement after a command word (`PRINT`, `UPDATE STATISTICS`) as one
-    string, up to the next `;`: where that string runs over a line opening a new statement (see _command_end),
-    keep its part before that line as the command's string and tokenize the rest again, in place."""
+    """The tokenizer reads the rest of a statement after a command word (`PRINT`, `UPDATE STATISTICS`, and in T-SQL
+    an `END` that opens a statement, after `;`) as one string, up to the next `;`: where that string runs over a
+    line opening a new statement (see _command_end), keep its part before that line as the command's string and
+    tokenize the rest again, in place; after END (which takes no string: `END TRY`, `END` then `ELSE ...`), all
+    of it. What is tokenized again is looked at again (`END END`: the second END swallowed the rest too)."""
     out: list[Token] = []
-    for index, token in enumerate(tokens):
-        previous = tokens[index - 1] if index else None
-        if (previous is None or previous.token_type != TokenType.COMMAND or token.token_type != TokenType.STRING
-                or "\n" not in token.text):
+    pending = tokens[::-1]  # a stack: what is tokenized again goes back on it
+    while pending:
+        token = pending.pop()
+        previous = out[-1] if out else None
+        after_end = previous is not None and previous.token_type == TokenType.END
+        if (previous is None or previous.token_type not in (TokenType.COMMAND, TokenType.END)
+                or token.token_type != TokenType.STRING or ("\n" not in token.text and not after_end)):
             out.append(token)
             continue
         try:
-            inner = dialect.tokenize(token.text)
+            inner = dialect.tokenize(_REOPEN_PREFIX + token.text)[1:]
         except SqlglotError:
             out.append(token)
             continue
-        inner = [Token(t.token_type, t.text, t.line + token.line - 1, t.col, t.start + token.start,
-                       t.end + token.start, t.comments) for t in inner]  # where they stand in the batch
-        cut = _command_end([previous, *inner]) - 1  # (the command word leads the list: index 0)
-        if cut <= 0:
+        # where they stand in the batch: the string token's start, end and line are those of its last character
+        base = token.end - len(token.text) + 1 - len(_REOPEN_PREFIX)
+        first_line = token.line - token.text.count("\n")
+        inner = [Token(t.token_type, t.text, t.line + first_line - 1, t.col, t.start + base, t.end + base,
+                       t.comments) for t in inner]
+        base += len(_REOPEN_PREFIX)
+        cut = 0 if after_end else _command_end([previous, *inner]) - 1  # (the command word leads: index 0)
+        if cut < 0 or (cut == 0 and not after_end):
             out.append(token)
             continue
-        head = token.text[: inner[cut - 1].end - token.start + 1]
-        out.append(Token(TokenType.STRING, head, token.line, token.col, token.start, inner[cut - 1].end))
-        out.extend(inner[cut:])
+        if cut:
+            head = token.text[: inner[cut - 1].end - base + 1]
+            out.append(Token(TokenType.STRING, head, first_line, token.col, base, inner[cut - 1].end))
+        pending.extend(reversed(inner[cut:]))
     return out
 
 
@@ -1137,6 +1163,22 @@ def _split_point(chunk: list[Token], exc: ParseError, dialect: Dialect, block_wo
         elif token.token_type == TokenType.R_PAREN:
             depth -= 1
     return 0
+
+
+def _holds_command(node: exp.Expr) -> bool:
+    """Whether a parsed statement is an opaque command, or a T-SQL IF / WHILE whose statements hold one (the
+    token fix ends each condition with `;`: the parser then reads every later `;` piece into the block)."""
+    if isinstance(node, exp.Command):
+        return True
+    return isinstance(node, (exp.IfBlock, exp.WhileBlock)) and node.find(exp.Command) is not None
+
+
+def _control_word(node: exp.Expr) -> str | None:
+    """`RETURN` / `GOTO label` / `THROW` as sqlglot reads them (a column, maybe aliased): the word, else None."""
+    column = node.this if isinstance(node, exp.Alias) else node
+    if isinstance(column, exp.Column) and not column.table and column.name.upper() in _CONTROL_WORDS:
+        return column.name.upper()
+    return None
 
 
 def _unwrap_schema(node: exp.Expr | None) -> exp.Expr | None:

@@ -6,8 +6,9 @@ instead, by one named rule: where it is tried (the token kinds it starts at), wh
 to be worth a look, and the rewrite. :func:`fix_tokens` walks a batch's tokens once and, at each token, tries the
 rules that start at its kind, in table order; the first that rewrites wins.
 
-Rules (see each function's docstring): ``exec_national_literal``, ``bulk_insert``, ``dml_top``,
-``delete_double_from``, ``output_clause``, ``compound_assignment``, ``synapse_table_options``.
+Rules (see each function's docstring): ``exec_national_literal``, ``bulk_insert``, ``insert_table_hints``,
+``control_flow``, ``label``, ``dml_top``, ``delete_double_from``, ``output_clause``, ``compound_assignment``,
+``synapse_table_options``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,20 @@ _OUTPUT_END = _STATEMENT_START | {
     TokenType.OPTION, TokenType.INTO, TokenType.SET,
 }
 _NAME_PREFIX = {TokenType.HASH, TokenType.PARAMETER}
+# What ends an IF / WHILE condition at depth 0: the statement it guards (tokens, and words tokenized as VAR).
+_CONDITION_ENDS = _STATEMENT_START | {TokenType.SET, TokenType.MERGE}
+_CONDITION_END_WORDS = frozenset({
+    "IF", "WHILE", "RETURN", "BREAK", "CONTINUE", "GOTO", "THROW", "RAISERROR", "WAITFOR", "SAVE",
+})
+# Words after BEGIN that make it a statement, not a block.
+_NOT_A_BLOCK = frozenset({"TRAN", "TRANSACTION", "DISTRIBUTED", "DIALOG", "CONVERSATION", "ATOMIC"})
+# Object kinds before an IF that is not a statement (`DROP TABLE IF EXISTS t`, `DROP COLUMN IF EXISTS c`); also
+# read by the engine (where an opaque command ends).
+KINDS_BEFORE_IF = frozenset({
+    "TABLE", "VIEW", "INDEX", "PROC", "PROCEDURE", "FUNCTION", "TRIGGER", "SCHEMA", "SYNONYM", "TYPE", "SEQUENCE",
+    "STATISTICS", "DATABASE", "COLUMN", "CONSTRAINT", "USER", "ROLE", "DEFAULT", "RULE", "ASSEMBLY", "AGGREGATE",
+    "LOGIN", "POLICY", "SOURCE", "FORMAT",
+})
 # Operators of T-SQL compound assignment (`SET col += 1`), which sqlglot reads as a binary operator
 # missing its right side; dropping the operator keeps `SET col = 1`, the same lineage.
 _COMPOUND = frozenset({
@@ -57,6 +72,7 @@ class _Pass:
         self.into_spans: list[tuple[int, int]] = []
         self.depth = 0  # parenthesis depth of the token being looked at
         self.statement: TokenType | None = None  # keyword of the depth-0 statement being read
+        self.cases = 0  # CASE expressions open (their END is not a block's)
 
     def kind(self, i: int) -> TokenType | None:
         return self.kinds[i] if i < self.n else None
@@ -132,6 +148,79 @@ def _insert_table_hints(p: _Pass, i: int) -> int | None:
     return skip_group(p.tokens, name_end + 1)
 
 
+def _control_flow(p: _Pass, i: int) -> int | None:
+    """``IF | WHILE <condition>``, ``ELSE``, ``BEGIN [TRY|CATCH]``, ``END [TRY|CATCH]``: the blocks are flattened
+    into `;`-separated statements, and a condition is kept as ``IF (<condition>)`` with nothing in it.
+
+    Lineage needs each statement, not the control flow, and sqlglot's T-SQL blocks lose statements: the word after
+    an unparenthesised condition becomes its alias (``IF EXISTS (...) EXEC p @x = 1`` lost the EXEC), a block's
+    first statement is not checked for leftover tokens (``... FROM a <newline> SET @i = 1`` read SET as a's alias
+    and dropped the rest), ``END`` after a statement is taken for a column alias, and a bare BEGIN reads as an
+    opaque command that swallows its block. Flattened, every statement is parsed, or fails, on its own. The
+    condition ends at the first statement keyword outside parentheses (``IF UPDATE(col)`` is a trigger function)."""
+    kind = p.kinds[i]
+    if kind == TokenType.VAR:  # (most tokens: names)
+        return None if p.depth else _condition(p, i)
+    if kind == TokenType.END and p.cases:  # a CASE's END (and ELSE, below) are expressions
+        p.cases -= 1
+        return None
+    if p.depth or (kind == TokenType.ELSE and p.cases):
+        return None
+    token, after = p.tokens[i], p.tokens[i + 1].text.upper() if i + 1 < p.n else ""
+    if kind == TokenType.BEGIN and after in _NOT_A_BLOCK:  # BEGIN TRAN, BEGIN DIALOG ...: statements
+        return None
+    if kind == TokenType.END and after == "CONVERSATION":
+        return None
+    p.out.append(Token(TokenType.SEMICOLON, ";", token.line, token.col, token.start, token.end))
+    return i + 2 if after in ("TRY", "CATCH") and kind != TokenType.ELSE else i + 1
+
+
+def _condition(p: _Pass, i: int) -> int | None:
+    """``IF | WHILE <condition>`` (see :func:`_control_flow`): ``; IF (<condition>) ;``."""
+    if p.tokens[i].text.upper() not in ("IF", "WHILE") or (i and p.tokens[i - 1].text.upper() in KINDS_BEFORE_IF):
+        return None
+    depth, j = 0, i + 1
+    while j < p.n:
+        kind = p.kinds[j]
+        if kind == TokenType.L_PAREN:
+            depth += 1
+        elif kind == TokenType.R_PAREN:
+            depth -= 1
+        elif depth == 0 and _opens_statement(p, j):
+            break
+        j += 1
+    if j == i + 1 or j >= p.n or depth:
+        return None  # no statement follows (a header alone): left to the engine
+    word, first, last = p.tokens[i], p.tokens[i + 1], p.tokens[j - 1]
+    p.out.append(Token(TokenType.SEMICOLON, ";", word.line, word.col, word.start, word.end))
+    p.out.append(Token(TokenType.VAR, "IF", word.line, word.col, word.start, word.end))  # (WHILE reads the same)
+    p.out.append(Token(TokenType.L_PAREN, "(", first.line, first.col, first.start, first.start))
+    for token in p.tokens[i + 1 : j]:
+        if token.token_type == TokenType.UPDATE:  # `IF UPDATE(col)`: the trigger function, read as a call
+            token = Token(TokenType.VAR, token.text, token.line, token.col, token.start, token.end, token.comments)
+        p.out.append(token)
+    p.out.append(Token(TokenType.R_PAREN, ")", last.line, last.col, last.end, last.end))
+    p.out.append(Token(TokenType.SEMICOLON, ";", last.line, last.col, last.end, last.end))
+    return j
+
+
+def _label(p: _Pass, i: int) -> int | None:
+    """``name:`` alone on its line (a GOTO target): dropped, it is no statement."""
+    token = p.tokens[i]
+    if p.depth or p.kind(i + 1) != TokenType.COLON or (i and p.tokens[i - 1].line == token.line):
+        return None
+    if i + 2 < p.n and p.tokens[i + 2].line == token.line:
+        return None
+    return i + 2
+
+
+def _opens_statement(p: _Pass, j: int) -> bool:
+    kind = p.kinds[j]
+    if kind == TokenType.UPDATE:
+        return p.kind(j + 1) != TokenType.L_PAREN
+    return kind in _CONDITION_ENDS or (kind == TokenType.VAR and p.tokens[j].text.upper() in _CONDITION_END_WORDS)
+
+
 def _skip_top(p: _Pass, i: int) -> int:
     """Index just after ``TOP (n) [PERCENT]`` starting at ``i`` (``i`` when no TOP stands there)."""
     if p.kind(i) != TokenType.TOP:
@@ -196,6 +285,9 @@ RULES: tuple[TokenRule, ...] = (
               _exec_national_literal),
     TokenRule("bulk_insert", frozenset({TokenType.VAR}), frozenset({TokenType.INSERT}), _bulk_insert),
     TokenRule("insert_table_hints", frozenset({TokenType.INSERT}), frozenset({TokenType.WITH}), _insert_table_hints),
+    TokenRule("control_flow", frozenset({TokenType.VAR, TokenType.ELSE, TokenType.BEGIN, TokenType.END}),
+              frozenset({TokenType.VAR, TokenType.ELSE, TokenType.BEGIN, TokenType.END}), _control_flow),
+    TokenRule("label", frozenset({TokenType.VAR}), frozenset({TokenType.COLON}), _label),
     TokenRule("dml_top", frozenset(_DML), frozenset(_DML), _dml_top),
     TokenRule("delete_double_from", frozenset({TokenType.DELETE}), frozenset({TokenType.DELETE}),
               _delete_double_from),
@@ -243,7 +335,9 @@ def fix_tokens(tokens: list[Token]) -> tuple[list[Token], list[tuple[int, int]]]
                 i = after
                 break
         else:
-            if kind == TokenType.L_PAREN:
+            if kind == TokenType.CASE:
+                p.cases += 1
+            elif kind == TokenType.L_PAREN:
                 p.depth += 1
             elif kind == TokenType.R_PAREN:
                 p.depth = max(p.depth - 1, 0)

@@ -173,13 +173,14 @@ def test_a_request_to_a_backend_that_has_not_answered_is_reported_stalled(backen
     with contextlib.nullcontext() if backend_options.get("port_closed") else backend:  # closed: never started
         emitter = Emitter.from_config({"transport.type": "http", "transport.url": backend.url, **extra})
         assert emitter.stalled_for() == 0.0  # nothing sent yet
+        sent = time.monotonic()
         emitter.emit_batch(tree_records())
         time.sleep(0.5)
-        stalled = emitter.stalled_for()
+        stalled, elapsed = emitter.stalled_for(), time.monotonic() - sent
         counts = emitter.close()
     assert emitter.stalled_for() == 0.0
-    if stalls:
-        assert 0.45 < stalled < 1.5 and (counts.delivered, counts.spooled) == (0, 12)
+    if stalls:  # (the worker may start the request a little after the batch is handed over on a busy machine)
+        assert 0.25 < stalled <= elapsed < 1.5 and (counts.delivered, counts.spooled) == (0, 12)
     else:
         assert stalled == 0.0 and (counts.delivered, counts.spooled) == (12, 0)
 

@@ -259,7 +259,8 @@ def _table_part(name: str) -> str:
 #: ``IF @@ROWCOUNT = 0 RETURN`` then ``UPDATE ...`` an update; transactions and control of flow name nothing).
 NO_LINEAGE_TYPES = frozenset({
     "SET", "USE", "DECLARE", "BEGIN", "COMMIT", "ROLLBACK", "PRINT", "TRANSACTION", "BEGIN TRANSACTION", "SAVE",
-    "END", "RETURN", "BREAK", "CONTINUE", "GOTO", "THROW", "RAISERROR", "WAITFOR", "ENABLE", "DISABLE",
+    "END", "RETURN", "BREAK", "CONTINUE", "GOTO", "THROW", "RAISERROR", "WAITFOR", "ENABLE", "DISABLE", "OPEN",
+    "FETCH", "CLOSE", "DEALLOCATE",
 })
 
 

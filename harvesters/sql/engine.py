@@ -151,7 +151,9 @@ _NO_LINEAGE_COMMANDS = frozenset(
 ) | {"UPDATE STATISTICS"}
 # Control-of-flow words sqlglot reads as a bare column (`RETURN`, `BREAK`, `THROW;`) or a column with an alias
 # (`GOTO done`, `RETURN @code`): statements without lineage.
-_CONTROL_WORDS = frozenset({"RETURN", "BREAK", "CONTINUE", "GOTO", "THROW", "LEAVE", "ITERATE"})
+_CONTROL_WORDS = frozenset({
+    "RETURN", "BREAK", "CONTINUE", "GOTO", "THROW", "LEAVE", "ITERATE", "OPEN", "CLOSE", "DEALLOCATE",
+})
 # Abbreviations reported under their full statement type.
 _KEYWORD_NAMES = {"EXEC": "EXECUTE", "DESC": "DESCRIBE"}
 # CREATE/DROP kinds whose target is a dataset (others: FUNCTION, PROCEDURE, INDEX, SCHEMA, STAGE, ...).
@@ -610,6 +612,9 @@ class _Analyzer:
             self._dynamic(None if _SCRIPTING_BLOCK.match(inner) else inner)
         elif keyword == "RENAME" and self._rename_command(text):
             pass
+        elif keyword == "DECLARE" and (cursor := _CURSOR.match(text)):
+            self.types["DECLARE"] = None
+            self._cursor_query(_CURSOR_OPTIONS.sub("", cursor.group(1)))
         elif keyword in _NO_LINEAGE_COMMANDS or keyword.split(" ")[0] in _NO_LINEAGE_COMMANDS:
             self.types[keyword] = None
         elif keyword in ("CREATE", "DROP") and self._is_definition(text):
@@ -617,6 +622,16 @@ class _Analyzer:
         else:
             self.types[keyword] = None
             self.errors.append(f"unsupported statement: {keyword}")
+
+    def _cursor_query(self, query: str) -> None:
+        """A T-SQL cursor's query (`DECLARE c CURSOR [options] FOR SELECT ...`): its tables are read when the
+        cursor is opened, so they are inputs of this text; the statement stays a DECLARE."""
+        try:
+            parsed = [e for e in self.dialect.parse(query) if e is not None]
+        except (SqlglotError, RecursionError) as exc:
+            self.errors.append(_reason("unparseable", exc))
+            return
+        self._lineage(None, parsed)
 
     def _rename_command(self, text: str) -> bool:
         """Synapse/SQL DW `RENAME OBJECT [::] [db.]s.a TO b` (the swap after a CTAS): b, in a's schema, holds a's
@@ -996,7 +1011,7 @@ _NOT_BEFORE_STATEMENT = frozenset({
     TokenType.STAR, TokenType.SLASH, TokenType.SELECT, TokenType.FROM, TokenType.JOIN, TokenType.AND, TokenType.OR,
     TokenType.WHERE, TokenType.ALIAS, TokenType.SET, TokenType.INTO, TokenType.TABLE, TokenType.ORDER_BY,
     TokenType.GROUP_BY, TokenType.PARTITION_BY, TokenType.CASE, TokenType.WHEN, TokenType.THEN, TokenType.NOT,
-    TokenType.IN, TokenType.LIKE, TokenType.IS, TokenType.DISTINCT,
+    TokenType.IN, TokenType.LIKE, TokenType.IS, TokenType.DISTINCT, TokenType.FOR,  # (DECLARE c CURSOR FOR + newline)
 })
 
 
@@ -1085,6 +1100,10 @@ _IMMEDIATE = re.compile(r"\s*IMMEDIATE\s+(?:'((?:[^']|'')*)'|\$\$(.*?)\$\$)\s*(?
                         re.IGNORECASE | re.DOTALL)
 
 
+# `DECLARE c [options] CURSOR [options] FOR <query>` (the text after DECLARE): the query; and its trailing
+# `FOR UPDATE [OF ...]` / `FOR READ ONLY`, which is no part of the query.
+_CURSOR = re.compile(r"\s*[^\s@]\S*\s+(?:\w+\s+)*?CURSOR\b(?:\s+\w+)*?\s+FOR\s+(.+)", re.IGNORECASE | re.DOTALL)
+_CURSOR_OPTIONS = re.compile(r"\bFOR\s+(?:UPDATE\b|READ\s+ONLY\b).*$", re.IGNORECASE | re.DOTALL)
 # The words of a CREATE/DROP command's text (`TABLE[dbo].[t]` needs no space after TABLE).
 _WORDS = re.compile(r"\w+")
 _SCRIPTING_BLOCK = re.compile(r"\s*(?:DECLARE|BEGIN)\b", re.IGNORECASE)

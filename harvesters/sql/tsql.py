@@ -7,8 +7,8 @@ to be worth a look, and the rewrite. :func:`fix_tokens` walks a batch's tokens o
 rules that start at its kind, in table order; the first that rewrites wins.
 
 Rules (see each function's docstring): ``exec_national_literal``, ``bulk_insert``, ``insert_table_hints``,
-``control_flow``, ``label``, ``dml_top``, ``delete_double_from``, ``output_clause``, ``compound_assignment``,
-``synapse_table_options``.
+``control_flow``, ``label``, ``statement_word``, ``implicit_exec``, ``dml_top``, ``delete_double_from``,
+``output_clause``, ``compound_assignment``, ``synapse_table_options``.
 """
 
 from __future__ import annotations
@@ -33,9 +33,35 @@ _OUTPUT_END = _STATEMENT_START | {
 }
 _NAME_PREFIX = {TokenType.HASH, TokenType.PARAMETER}
 # What ends an IF / WHILE condition at depth 0: the statement it guards (tokens, and words tokenized as VAR).
-_CONDITION_ENDS = _STATEMENT_START | {TokenType.SET, TokenType.MERGE}
+_CONDITION_ENDS = _STATEMENT_START | {TokenType.SET, TokenType.MERGE, TokenType.FETCH}
 _CONDITION_END_WORDS = frozenset({
-    "IF", "WHILE", "RETURN", "BREAK", "CONTINUE", "GOTO", "THROW", "RAISERROR", "WAITFOR", "SAVE",
+    "IF", "WHILE", "RETURN", "BREAK", "CONTINUE", "GOTO", "THROW", "RAISERROR", "WAITFOR", "SAVE", "OPEN", "CLOSE",
+    "DEALLOCATE",
+})
+# RAISERROR's options, the words of a cursor FETCH (see _statement_word), and tokens after which a word first on
+# its line still belongs to the statement (`SELECT a,` newline `throw`).
+_RAISERROR_OPTIONS = frozenset({"NOWAIT", "LOG", "SETERROR"})
+_FETCH_WORDS = frozenset({"NEXT", "PRIOR", "FIRST", "LAST", "ABSOLUTE", "RELATIVE", "FROM"})
+_CONTINUES = frozenset({
+    TokenType.COMMA, TokenType.DOT, TokenType.L_PAREN, TokenType.EQ, TokenType.PLUS, TokenType.DASH, TokenType.STAR,
+    TokenType.SLASH, TokenType.SELECT, TokenType.FROM, TokenType.JOIN, TokenType.AND, TokenType.OR, TokenType.WHERE,
+    TokenType.ALIAS, TokenType.SET, TokenType.INTO, TokenType.TABLE, TokenType.ON, TokenType.CASE, TokenType.WHEN,
+    TokenType.THEN, TokenType.ELSE, TokenType.NOT, TokenType.IN, TokenType.LIKE, TokenType.IS, TokenType.DISTINCT,
+    TokenType.ORDER_BY, TokenType.GROUP_BY, TokenType.PARTITION_BY, TokenType.UPDATE, TokenType.INSERT,
+    TokenType.DELETE, TokenType.USING, TokenType.VALUES, TokenType.LT, TokenType.GT, TokenType.LTE, TokenType.GTE,
+    TokenType.NEQ,
+})
+# What may follow a procedure name run without EXEC: its first argument, or nothing (see _implicit_exec).
+_ARGUMENT_STARTS = frozenset({
+    TokenType.PARAMETER, TokenType.STRING, TokenType.NATIONAL_STRING, TokenType.NUMBER, TokenType.SEMICOLON,
+    TokenType.DASH,
+})
+# Statement words tokenized as names, which a batch may open with (never a procedure run without EXEC).
+_NOT_PROCEDURES = frozenset({
+    "OPEN", "CLOSE", "DEALLOCATE", "RETURN", "THROW", "RAISERROR", "BREAK", "CONTINUE", "GOTO", "WAITFOR", "SETUSER",
+    "REVERT", "CHECKPOINT", "RECONFIGURE", "SHUTDOWN", "BACKUP", "RESTORE", "DBCC", "DENY", "ENABLE", "DISABLE",
+    "READTEXT", "WRITETEXT", "UPDATETEXT", "SAVE", "IF", "WHILE", "ELSE", "PRINT", "SEND", "RECEIVE", "GET", "MOVE",
+    "BULK",
 })
 # Words after BEGIN that make it a statement, not a block.
 _NOT_A_BLOCK = frozenset({"TRAN", "TRANSACTION", "DISTRIBUTED", "DIALOG", "CONVERSATION", "ATOMIC"})
@@ -214,6 +240,76 @@ def _label(p: _Pass, i: int) -> int | None:
     return i + 2
 
 
+def _statement_word(p: _Pass, i: int) -> int | None:
+    """``PRINT``, ``RAISERROR (...)``, ``THROW``, cursor ``OPEN`` / ``FETCH`` / ``CLOSE`` / ``DEALLOCATE`` first on
+    their line after a statement without `;`: that statement ends there (else sqlglot reads ``INSERT ... SELECT 1``
+    + newline + ``RAISERROR('x', 16, 1)`` as one failed statement and loses the INSERT, and a cursor's DECLARE
+    swallows its OPEN and FETCH); RAISERROR's ``WITH NOWAIT | LOG | SETERROR`` options, which sqlglot rejects, are
+    dropped. Each word must be followed as its statement is (``SELECT a,`` + newline + ``throw`` is a column)."""
+    token = p.tokens[i]
+    word = token.text.upper()
+    follows = _STATEMENT_WORDS.get(word)
+    if p.depth or follows is None or not follows(p, i):
+        return None
+    previous = p.tokens[i - 1] if i else None
+    if previous is not None and previous.token_type != TokenType.SEMICOLON:
+        if previous.line == token.line or previous.token_type in _CONTINUES or (
+                word == "FETCH" and previous.text.upper() in ("ROW", "ROWS")):  # OFFSET n ROWS FETCH NEXT ...
+            return None  # mid-line, or inside a statement: a name, or a clause
+        p.out.append(Token(TokenType.SEMICOLON, ";", token.line, token.col, token.start, token.start))
+    end = skip_group(p.tokens, i + 1) if word == "RAISERROR" else i + 1
+    p.out.extend(p.tokens[i:end])
+    if word == "RAISERROR" and p.kind(end) == TokenType.WITH:
+        end += 1
+        while end < p.n and (p.kinds[end] == TokenType.COMMA or p.tokens[end].text.upper() in _RAISERROR_OPTIONS):
+            end += 1
+    return end
+
+
+def _ends_line(p: _Pass, j: int) -> bool:
+    """Whether token ``j`` is the last of its line or of its statement."""
+    return j + 1 >= p.n or p.kinds[j + 1] == TokenType.SEMICOLON or p.tokens[j + 1].line != p.tokens[j].line
+
+
+def _cursor_name_follows(p: _Pass, i: int) -> bool:
+    j = i + 2 if p.kind(i + 1) == TokenType.PARAMETER or (
+        i + 1 < p.n and p.tokens[i + 1].text.upper() == "GLOBAL") else i + 1
+    return p.kind(j) in (TokenType.VAR, TokenType.IDENTIFIER) and _ends_line(p, j)
+
+
+def _fetch_follows(p: _Pass, i: int) -> bool:
+    return i + 1 < p.n and (p.tokens[i + 1].text.upper() in _FETCH_WORDS or _cursor_name_follows(p, i))
+
+
+def _throw_follows(p: _Pass, i: int) -> bool:
+    return _ends_line(p, i) or p.kind(i + 1) in (TokenType.NUMBER, TokenType.PARAMETER)
+
+
+_STATEMENT_WORDS: dict[str, Callable[[_Pass, int], bool]] = {
+    "PRINT": lambda p, i: i + 1 < p.n,
+    "RAISERROR": lambda p, i: p.kind(i + 1) == TokenType.L_PAREN,
+    "THROW": _throw_follows,
+    "OPEN": _cursor_name_follows,
+    "CLOSE": _cursor_name_follows,
+    "DEALLOCATE": _cursor_name_follows,
+    "FETCH": _fetch_follows,
+}
+
+
+def _implicit_exec(p: _Pass, i: int) -> int | None:
+    """A procedure name first in a batch, without EXEC (``sp_configure 'clr enabled', 1``, ``dbo.load @d = 1``,
+    ``sp_who``): SQL Server runs it as ``EXEC``; so is it read."""
+    if i or p.tokens[0].text.upper() in _NOT_PROCEDURES:
+        return None
+    end = _skip_name(p.tokens, 0)
+    if end < p.n and p.kinds[end] not in _ARGUMENT_STARTS and p.tokens[end].line == p.tokens[end - 1].line:
+        return None
+    first = p.tokens[0]
+    p.out.append(Token(TokenType.EXECUTE, "EXEC", first.line, first.col, first.start, first.start))
+    p.out.extend(p.tokens[:end])
+    return end
+
+
 def _opens_statement(p: _Pass, j: int) -> bool:
     kind = p.kinds[j]
     if kind == TokenType.UPDATE:
@@ -288,6 +384,10 @@ RULES: tuple[TokenRule, ...] = (
     TokenRule("control_flow", frozenset({TokenType.VAR, TokenType.ELSE, TokenType.BEGIN, TokenType.END}),
               frozenset({TokenType.VAR, TokenType.ELSE, TokenType.BEGIN, TokenType.END}), _control_flow),
     TokenRule("label", frozenset({TokenType.VAR}), frozenset({TokenType.COLON}), _label),
+    TokenRule("statement_word", frozenset({TokenType.VAR, TokenType.COMMAND, TokenType.FETCH}),
+              frozenset({TokenType.VAR, TokenType.COMMAND, TokenType.FETCH}), _statement_word),
+    TokenRule("implicit_exec", frozenset({TokenType.VAR, TokenType.IDENTIFIER}),
+              frozenset({TokenType.VAR, TokenType.IDENTIFIER}), _implicit_exec),
     TokenRule("dml_top", frozenset(_DML), frozenset(_DML), _dml_top),
     TokenRule("delete_double_from", frozenset({TokenType.DELETE}), frozenset({TokenType.DELETE}),
               _delete_double_from),

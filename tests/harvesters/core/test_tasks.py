@@ -37,6 +37,7 @@ def test_task_job_name(task, job):
     (("RETURN", "UPDATE"), ("db.dbo.b",), "update_db_dbo_b"),  # IF @@ROWCOUNT = 0 RETURN, then an UPDATE
     (("DISABLE", "UPDATE", "ENABLE"), ("db.dbo.b",), "update_db_dbo_b"),  # DISABLE TRIGGER ... ENABLE TRIGGER
     (("GOTO", "THROW", "RAISERROR", "WAITFOR", "END", "BREAK"), (), "query"),
+    (("DECLARE", "OPEN", "FETCH", "INSERT", "CLOSE", "DEALLOCATE"), ("db.dbo.b",), "insert_db_dbo_b"),  # a cursor loop
     (("EXECUTE",), (), "execute"),
 ])
 def test_statement_job_suffix(types, outputs, suffix):

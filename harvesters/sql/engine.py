@@ -1012,6 +1012,7 @@ _NOT_BEFORE_STATEMENT = frozenset({
     TokenType.WHERE, TokenType.ALIAS, TokenType.SET, TokenType.INTO, TokenType.TABLE, TokenType.ORDER_BY,
     TokenType.GROUP_BY, TokenType.PARTITION_BY, TokenType.CASE, TokenType.WHEN, TokenType.THEN, TokenType.NOT,
     TokenType.IN, TokenType.LIKE, TokenType.IS, TokenType.DISTINCT, TokenType.FOR,  # (DECLARE c CURSOR FOR + newline)
+    TokenType.UNION, TokenType.ALL, TokenType.EXCEPT, TokenType.INTERSECT,
 })
 
 

@@ -980,22 +980,26 @@ def _segments(tokens: list[Token]) -> Iterator[list[Token]]:
     others, and keeps the work linear for long T-SQL texts without `;`."""
     chunk: list[Token] = []
     depth = 0
+    ctes_only = False  # the chunk is `WITH name AS (...) [, ...]` so far: the statement they belong to comes next
     for token in tokens:
         kind = token.token_type
         if kind == TokenType.SEMICOLON:
             if chunk:
                 yield chunk
-            chunk, depth = [], 0
+            chunk, depth, ctes_only = [], 0, False
             continue
         if (
             depth == 0
             and chunk
             and kind in _STARTS
+            and not ctes_only
             and chunk[-1].token_type not in _CONTINUES
             and chunk[-1].text.upper() not in _CONTINUE_WORDS
         ):
             yield chunk
             chunk = []
+        if depth == 0:
+            ctes_only = kind == TokenType.WITH if not chunk else ctes_only and kind not in _STARTS | _QUERY_STARTS
         if kind == TokenType.L_PAREN:
             depth += 1
         elif kind == TokenType.R_PAREN:
@@ -1005,6 +1009,7 @@ def _segments(tokens: list[Token]) -> Iterator[list[Token]]:
         yield chunk
 
 
+_QUERY_STARTS = frozenset({TokenType.SELECT, TokenType.VALUES})
 # Tokens after which a word on a new line cannot start a statement (the word continues an expression or list).
 _NOT_BEFORE_STATEMENT = frozenset({
     TokenType.COMMA, TokenType.DOT, TokenType.L_PAREN, TokenType.EQ, TokenType.PLUS, TokenType.DASH,
@@ -1076,7 +1081,8 @@ def _command_end(chunk: list[Token]) -> int:
             continue  # ALTER PARTITION FUNCTION f () MERGE RANGE (...)
         if token.token_type in _COMMAND_ENDS:
             return index
-        if word in ("IF", "WHILE") and previous.text.upper() not in KINDS_BEFORE_IF:  # `BEGIN` then `IF @x = 1 ...`
+        if word in ("IF", "WHILE") and previous.text.upper() not in KINDS_BEFORE_IF \
+                and previous.token_type != TokenType.PARAMETER:  # `BEGIN` then `IF @x = 1 ...` (not `@if`)
             return index
         if word in ("ALTER", "DROP") and after is not None and after.text.upper() in _OBJECT_KINDS:
             return index

@@ -203,7 +203,8 @@ def _control_flow(p: _Pass, i: int) -> int | None:
 
 def _condition(p: _Pass, i: int) -> int | None:
     """``IF | WHILE <condition>`` (see :func:`_control_flow`): ``; IF (<condition>) ;``."""
-    if p.tokens[i].text.upper() not in ("IF", "WHILE") or (i and p.tokens[i - 1].text.upper() in KINDS_BEFORE_IF):
+    if p.tokens[i].text.upper() not in ("IF", "WHILE") or (i and (
+            p.tokens[i - 1].text.upper() in KINDS_BEFORE_IF or p.kinds[i - 1] == TokenType.PARAMETER)):
         return None
     depth, j = 0, i + 1
     while j < p.n:
@@ -241,15 +242,16 @@ def _label(p: _Pass, i: int) -> int | None:
 
 
 def _statement_word(p: _Pass, i: int) -> int | None:
-    """``PRINT``, ``RAISERROR (...)``, ``THROW``, cursor ``OPEN`` / ``FETCH`` / ``CLOSE`` / ``DEALLOCATE`` first on
-    their line after a statement without `;`: that statement ends there (else sqlglot reads ``INSERT ... SELECT 1``
-    + newline + ``RAISERROR('x', 16, 1)`` as one failed statement and loses the INSERT, and a cursor's DECLARE
-    swallows its OPEN and FETCH); RAISERROR's ``WITH NOWAIT | LOG | SETERROR`` options, which sqlglot rejects, are
-    dropped. Each word must be followed as its statement is (``SELECT a,`` + newline + ``throw`` is a column)."""
+    """``PRINT``, ``RAISERROR (...)``, ``THROW``, ``RETURN <status>``, cursor ``OPEN`` / ``FETCH`` / ``CLOSE`` /
+    ``DEALLOCATE`` first on their line after a statement without `;`: that statement ends there (else sqlglot reads
+    ``INSERT ... SELECT 1`` + newline + ``RAISERROR('x', 16, 1)`` as one failed statement and loses the INSERT, and
+    a cursor's DECLARE swallows its OPEN and FETCH); RAISERROR's ``WITH NOWAIT | LOG | SETERROR`` options and
+    RETURN's status code, which sqlglot rejects, are dropped. Each word must be followed as its statement is
+    (``SELECT a,`` + newline + ``throw`` is a column)."""
     token = p.tokens[i]
     word = token.text.upper()
     follows = _STATEMENT_WORDS.get(word)
-    if p.depth or follows is None or not follows(p, i):
+    if p.depth or follows is None or (i and p.kinds[i - 1] == TokenType.PARAMETER) or not follows(p, i):
         return None
     previous = p.tokens[i - 1] if i else None
     if previous is not None and previous.token_type != TokenType.SEMICOLON:
@@ -259,6 +261,8 @@ def _statement_word(p: _Pass, i: int) -> int | None:
         p.out.append(Token(TokenType.SEMICOLON, ";", token.line, token.col, token.start, token.start))
     end = skip_group(p.tokens, i + 1) if word == "RAISERROR" else i + 1
     p.out.extend(p.tokens[i:end])
+    if word == "RETURN":  # `RETURN 0`, `RETURN @rc`: the status code is dropped (sqlglot rejects it after a `;`)
+        return (_return_value(p, i) or i) + 1
     if word == "RAISERROR" and p.kind(end) == TokenType.WITH:
         end += 1
         while end < p.n and (p.kinds[end] == TokenType.COMMA or p.tokens[end].text.upper() in _RAISERROR_OPTIONS):
@@ -285,7 +289,19 @@ def _throw_follows(p: _Pass, i: int) -> bool:
     return _ends_line(p, i) or p.kind(i + 1) in (TokenType.NUMBER, TokenType.PARAMETER)
 
 
+def _return_value(p: _Pass, i: int) -> int | None:
+    """Index of the last token of RETURN's status code alone on its line (`RETURN 0`, `RETURN -1`, `RETURN @rc`,
+    `RETURN @@ERROR`), else None."""
+    j = i + 1 + (p.kind(i + 1) == TokenType.DASH)
+    if p.kind(j) == TokenType.NUMBER:
+        return j if _ends_line(p, j) else None
+    while p.kind(j) == TokenType.PARAMETER:
+        j += 1
+    return j if j > i + 1 and p.kind(j) == TokenType.VAR and _ends_line(p, j) else None
+
+
 _STATEMENT_WORDS: dict[str, Callable[[_Pass, int], bool]] = {
+    "RETURN": lambda p, i: _return_value(p, i) is not None,
     "PRINT": lambda p, i: i + 1 < p.n,
     "RAISERROR": lambda p, i: p.kind(i + 1) == TokenType.L_PAREN,
     "THROW": _throw_follows,
@@ -314,7 +330,8 @@ def _opens_statement(p: _Pass, j: int) -> bool:
     kind = p.kinds[j]
     if kind == TokenType.UPDATE:
         return p.kind(j + 1) != TokenType.L_PAREN
-    return kind in _CONDITION_ENDS or (kind == TokenType.VAR and p.tokens[j].text.upper() in _CONDITION_END_WORDS)
+    return kind in _CONDITION_ENDS or (kind == TokenType.VAR and p.tokens[j].text.upper() in _CONDITION_END_WORDS
+                                       and p.kinds[j - 1] != TokenType.PARAMETER)  # (`IF @return <> 0`)
 
 
 def _skip_top(p: _Pass, i: int) -> int:

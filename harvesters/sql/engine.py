@@ -356,6 +356,8 @@ class _Analyzer:
         rest = text[chunk[1].start : chunk[-1].end + 1] if len(chunk) > 1 else ""
         if keyword in ("CREATE", "DROP") and self._is_definition(rest):  # CREATE ROW ACCESS POLICY ...
             return [exp.Command(this=keyword, expression=exp.Literal.string(rest))]
+        if keyword == "CREATE" and (after := self._table_shell(chunk, text)):
+            return self._parse_chunk(chunk[after:], text) if after < len(chunk) else []
         for name in self.rules.fallbacks:
             try:
                 return [e for e in Dialect.get_or_raise(name).parse(source) if e is not None]
@@ -632,6 +634,29 @@ class _Analyzer:
             self.errors.append(_reason("unparseable", exc))
             return
         self._lineage(None, parsed)
+
+    def _table_shell(self, chunk: list[Token], text: str) -> int:
+        """`CREATE TABLE t (<columns sqlglot cannot read: ROWGUIDCOL, MASKED WITH (...), inline INDEX ...,
+        PRIMARY KEY NONCLUSTERED HASH ...>) [ON fg] [WITH (...)]`: an empty table is created, t is the output and
+        nothing is read. Returns the index where the next statement starts (T-SQL: the next line opening one), 0
+        (the statement's error stands) when anything in it could read a table: a query, LIKE."""
+        if len(chunk) < 4 or chunk[1].token_type != TokenType.TABLE:
+            return 0
+        start = 2
+        while start < len(chunk) and chunk[start].token_type == TokenType.HASH:  # #temp, ##global
+            start += 1
+        end = start
+        while end + 2 < len(chunk) and chunk[end + 1].token_type == TokenType.DOT:
+            end += 2
+        if end + 1 >= len(chunk) or chunk[end + 1].token_type != TokenType.L_PAREN:
+            return 0
+        close = skip_group(chunk, end + 1)
+        after = close - 1 + (_command_end(chunk[close - 1 :]) or len(chunk) - close + 1)
+        if any(t.token_type in _READS_IN_CREATE for t in chunk[end + 1 : after]):
+            return 0
+        name = text[chunk[2].start : chunk[end].end + 1]
+        self._lineage("CREATE TABLE", [], [(self._name(self._to_table(name)), _CREATE)])
+        return after
 
     def _rename_command(self, text: str) -> bool:
         """Synapse/SQL DW `RENAME OBJECT [::] [db.]s.a TO b` (the swap after a CTAS): b, in a's schema, holds a's
@@ -1010,6 +1035,8 @@ def _segments(tokens: list[Token]) -> Iterator[list[Token]]:
 
 
 _QUERY_STARTS = frozenset({TokenType.SELECT, TokenType.VALUES})
+# Tokens that may read a table inside or after a CREATE TABLE's column list (see _Analyzer._table_shell).
+_READS_IN_CREATE = frozenset({TokenType.SELECT, TokenType.ALIAS, TokenType.LIKE, TokenType.FROM})
 # Tokens after which a word on a new line cannot start a statement (the word continues an expression or list).
 _NOT_BEFORE_STATEMENT = frozenset({
     TokenType.COMMA, TokenType.DOT, TokenType.L_PAREN, TokenType.EQ, TokenType.PLUS, TokenType.DASH,

@@ -7,8 +7,9 @@ to be worth a look, and the rewrite. :func:`fix_tokens` walks a batch's tokens o
 rules that start at its kind, in table order; the first that rewrites wins.
 
 Rules (see each function's docstring): ``exec_national_literal``, ``bulk_insert``, ``insert_table_hints``,
-``control_flow``, ``label``, ``statement_word``, ``implicit_exec``, ``dml_top``, ``delete_double_from``,
-``output_clause``, ``compound_assignment``, ``synapse_table_options``.
+``control_flow``, ``label``, ``statement_word``, ``implicit_exec``, ``bulk_rowset``, ``query_hints``,
+``with_options``, ``dml_top``, ``delete_double_from``, ``output_clause``, ``compound_assignment``,
+``synapse_table_options``.
 """
 
 from __future__ import annotations
@@ -334,6 +335,44 @@ def _opens_statement(p: _Pass, j: int) -> bool:
                                        and p.kinds[j - 1] != TokenType.PARAMETER)  # (`IF @return <> 0`)
 
 
+def _query_hints(p: _Pass, i: int) -> int | None:
+    """``OPTION (...)`` of a query (``USE HINT ('...')``, ``OPTIMIZE FOR (@a UNKNOWN)``, which sqlglot rejects,
+    ``MAXDOP 1``, ``RECOMPILE``, ``LABEL = '...'``): how the query runs, never what it reads; dropped."""
+    if p.depth or p.kind(i + 1) != TokenType.L_PAREN:
+        return None
+    return skip_group(p.tokens, i + 1)
+
+
+def _with_options(p: _Pass, i: int) -> int | None:
+    """``WITH (INDEX = ix, ...)`` table hints after a table name (sqlglot reads ``INDEX(ix)`` only) and
+    ``EXEC ... WITH RESULT SETS ((...)) | NONE | UNDEFINED``: dropped, neither changes what is read or written."""
+    words = [t.text.upper() for t in p.tokens[i + 1 : i + 3]]
+    if words == ["RESULT", "SETS"]:
+        end = i + 3
+        while p.kind(end) == TokenType.L_PAREN or (end < p.n and p.tokens[end].text.upper() in ("NONE", "UNDEFINED")):
+            end = skip_group(p.tokens, end) if p.kind(end) == TokenType.L_PAREN else end + 1
+        return end
+    if p.kind(i + 1) != TokenType.L_PAREN or not i or p.kinds[i - 1] not in (TokenType.VAR, TokenType.IDENTIFIER):
+        return None
+    end = skip_group(p.tokens, i + 1)
+    hints = p.kinds[i + 2 : end]
+    if any(kind == TokenType.INDEX and after == TokenType.EQ for kind, after in zip(hints, hints[1:])):
+        return end
+    return None
+
+
+def _bulk_rowset(p: _Pass, i: int) -> int | None:
+    """``OPENROWSET(BULK 'file', FORMATFILE = ..., SINGLE_BLOB)``: rows read from a file, no table; its arguments,
+    which sqlglot rejects, are dropped (``OPENROWSET()``), so the statement around it keeps its lineage."""
+    if p.tokens[i].text.upper() != "OPENROWSET" or p.kind(i + 1) != TokenType.L_PAREN or i + 2 >= p.n \
+            or p.tokens[i + 2].text.upper() != "BULK":
+        return None
+    p.out.extend(p.tokens[i : i + 2])
+    end = skip_group(p.tokens, i + 1)
+    p.out.append(p.tokens[end - 1])
+    return end
+
+
 def _skip_top(p: _Pass, i: int) -> int:
     """Index just after ``TOP (n) [PERCENT]`` starting at ``i`` (``i`` when no TOP stands there)."""
     if p.kind(i) != TokenType.TOP:
@@ -405,6 +444,9 @@ RULES: tuple[TokenRule, ...] = (
               frozenset({TokenType.VAR, TokenType.COMMAND, TokenType.FETCH}), _statement_word),
     TokenRule("implicit_exec", frozenset({TokenType.VAR, TokenType.IDENTIFIER}),
               frozenset({TokenType.VAR, TokenType.IDENTIFIER}), _implicit_exec),
+    TokenRule("bulk_rowset", frozenset({TokenType.VAR}), frozenset({TokenType.VAR}), _bulk_rowset),
+    TokenRule("query_hints", frozenset({TokenType.OPTION}), frozenset({TokenType.OPTION}), _query_hints),
+    TokenRule("with_options", frozenset({TokenType.WITH}), frozenset({TokenType.WITH}), _with_options),
     TokenRule("dml_top", frozenset(_DML), frozenset(_DML), _dml_top),
     TokenRule("delete_double_from", frozenset({TokenType.DELETE}), frozenset({TokenType.DELETE}),
               _delete_double_from),

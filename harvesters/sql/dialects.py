@@ -120,6 +120,8 @@ def split_batches(sql: str, separator: re.Pattern[str] | None) -> list[str]:
     return batches
 
 
+# SnowSQL's client commands (`!source f.sql`, `!set x=y`, `!print ...`), a line each: never sent to the server.
+_SNOWSQL_COMMAND = re.compile(r"^[ \t]*![A-Za-z][^\n]*$", re.MULTILINE)
 _GO = re.compile(r"^[ \t]*GO(?:[ \t]+\d+)?[ \t\r]*(?:--[^\n]*)?$", re.IGNORECASE | re.MULTILINE)
 
 _TSQL: dict[str, Any] = dict(
@@ -162,6 +164,7 @@ DIALECTS: dict[str, DialectRules] = {
         use_target="database",
         schema_after_use_database="PUBLIC",
         use_database_resets_schema=True,
+        batch_separator=_SNOWSQL_COMMAND,
         # TEMP, LOCAL/GLOBAL TEMP[ORARY] and VOLATILE are all TEMPORARY in Snowflake (sqlglot reads GLOBAL
         # TEMPORARY and VOLATILE, not LOCAL); TRANSIENT tables persist (no Fail-safe only): datasets.
         temporary_properties=(exp.TemporaryProperty, exp.VolatileProperty),

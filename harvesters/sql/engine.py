@@ -148,7 +148,7 @@ _NO_LINEAGE_COMMANDS = frozenset(
     "EXPLAIN FETCH GET GO GRANT LIST LS MSCK OPEN OPTIMIZE PREPARE PRINT PUT RAISERROR READTEXT RECONFIGURE "
     "REMOVE RESET RESTORE RETURN REVERT REVOKE RM ROLLBACK SAVE SET SETUSER SHOW SHUTDOWN THROW UNSET "
     "UPDATETEXT USE VACUUM WAITFOR WHILE WRITETEXT".split()
-) | {"UPDATE STATISTICS"}
+) | {"UPDATE STATISTICS", "COPY FILES"}
 # Control-of-flow words sqlglot reads as a bare column (`RETURN`, `BREAK`, `THROW;`) or a column with an alias
 # (`GOTO done`, `RETURN @code`): statements without lineage.
 _CONTROL_WORDS = frozenset({
@@ -349,6 +349,8 @@ class _Analyzer:
     def _fallback(self, chunk: list[Token], text: str, exc: SqlglotError) -> list[exp.Expr]:
         """Re-read a statement the dialect's parser rejected with the dialect's fallbacks, if any."""
         keyword = _KEYWORD_NAMES.get(chunk[0].text.upper(), chunk[0].text.upper())
+        if keyword == "COPY" and len(chunk) > 1 and chunk[1].text.upper() == "FILES":
+            keyword = "COPY FILES"  # Snowflake: files from stage to stage, no table
         if keyword in _NO_LINEAGE_COMMANDS and keyword != "WHILE":  # WAITFOR DELAY ..., odd SET options: no lineage
             # (a WHILE here still holds its loop's statements: they are not dropped silently)
             return [exp.Command(this=keyword)]
@@ -482,6 +484,13 @@ class _Analyzer:
         target = _unwrap_schema(node.this)
         if kind not in _DATASET_KINDS or not isinstance(target, exp.Table):
             self.types[f"CREATE {kind}".strip()] = None
+            body = node.args.get("expression")
+            if isinstance(body, exp.Block) and body.expressions and isinstance(body.expressions[0], _BODY_STRINGS):
+                # `CREATE PROCEDURE ... AS $$ <body> $$;` then more statements: sqlglot reads those into the
+                # definition's block, after its body string; they run now, the body only when called
+                for statement in body.expressions[1:]:
+                    if statement is not None:
+                        self._statement(statement)
             return
         name = self._name(target)
         properties = node.args.get("properties")
@@ -1035,6 +1044,8 @@ def _segments(tokens: list[Token]) -> Iterator[list[Token]]:
 
 
 _QUERY_STARTS = frozenset({TokenType.SELECT, TokenType.VALUES})
+# A definition's body given as a string (`AS $$ ... $$`, `AS '...'`).
+_BODY_STRINGS = (exp.RawString, exp.Literal)
 # Tokens that may read a table inside or after a CREATE TABLE's column list (see _Analyzer._table_shell).
 _READS_IN_CREATE = frozenset({TokenType.SELECT, TokenType.ALIAS, TokenType.LIKE, TokenType.FROM})
 # Tokens after which a word on a new line cannot start a statement (the word continues an expression or list).

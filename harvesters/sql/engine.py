@@ -24,7 +24,7 @@ from sqlglot.tokens import Token, TokenType
 
 from harvesters.sql.dialects import DIALECTS, DialectRules, rules_for, split_batches
 from harvesters.sql.prepared import PreparedCall, prepared_call
-from harvesters.sql.tsql import KINDS_BEFORE_IF, skip_group
+from harvesters.sql.tsql import KINDS_BEFORE_IF, skip_group, skip_name
 
 __all__ = ["MAX_NESTING", "MAX_SQL_BYTES", "TableLineage", "table_lineage"]
 
@@ -297,7 +297,7 @@ class _Analyzer:
             if len(chunks) != len(parsed):
                 return [e for chunk in chunks for e in self._parse_chunk(chunk, text)]
             return [e for node, chunk in zip(parsed, chunks)
-                    for e in (self._parse_chunk(chunk, text) if isinstance(node, exp.Command) else [node])]
+                    for e in (self._parse_chunk(chunk, text) if _holds_command(node) else [node])]
         except (SqlglotError, RecursionError):
             pass
         statements: list[exp.Expr] = []
@@ -651,19 +651,14 @@ class _Analyzer:
         (the statement's error stands) when anything in it could read a table: a query, LIKE."""
         if len(chunk) < 4 or chunk[1].token_type != TokenType.TABLE:
             return 0
-        start = 2
-        while start < len(chunk) and chunk[start].token_type == TokenType.HASH:  # #temp, ##global
-            start += 1
-        end = start
-        while end + 2 < len(chunk) and chunk[end + 1].token_type == TokenType.DOT:
-            end += 2
-        if end + 1 >= len(chunk) or chunk[end + 1].token_type != TokenType.L_PAREN:
+        columns = skip_name(chunk, 2)  # (#temp, ##global, db.s.t)
+        if columns == 2 or columns >= len(chunk) or chunk[columns].token_type != TokenType.L_PAREN:
             return 0
-        close = skip_group(chunk, end + 1)
+        close = skip_group(chunk, columns)
         after = close - 1 + (_command_end(chunk[close - 1 :]) or len(chunk) - close + 1)
-        if any(t.token_type in _READS_IN_CREATE for t in chunk[end + 1 : after]):
+        if any(t.token_type in _READS_IN_CREATE for t in chunk[columns:after]):
             return 0
-        name = text[chunk[2].start : chunk[end].end + 1]
+        name = text[chunk[2].start : chunk[columns - 1].end + 1]
         self._lineage("CREATE TABLE", [], [(self._name(self._to_table(name)), _CREATE)])
         return after
 

@@ -57,13 +57,12 @@ _ARGUMENT_STARTS = frozenset({
     TokenType.PARAMETER, TokenType.STRING, TokenType.NATIONAL_STRING, TokenType.NUMBER, TokenType.SEMICOLON,
     TokenType.DASH,
 })
-# Statement words tokenized as names, which a batch may open with (never a procedure run without EXEC).
-_NOT_PROCEDURES = frozenset({
-    "OPEN", "CLOSE", "DEALLOCATE", "RETURN", "THROW", "RAISERROR", "BREAK", "CONTINUE", "GOTO", "WAITFOR", "SETUSER",
-    "REVERT", "CHECKPOINT", "RECONFIGURE", "SHUTDOWN", "BACKUP", "RESTORE", "DBCC", "DENY", "ENABLE", "DISABLE",
-    "READTEXT", "WRITETEXT", "UPDATETEXT", "SAVE", "IF", "WHILE", "ELSE", "PRINT", "SEND", "RECEIVE", "GET", "MOVE",
-    "BULK",
-})
+# Statement words tokenized as names, which a batch may open with (never a procedure run without EXEC): those
+# that end a condition, and the rest.
+_NOT_PROCEDURES = _CONDITION_END_WORDS | {
+    "SETUSER", "REVERT", "CHECKPOINT", "RECONFIGURE", "SHUTDOWN", "BACKUP", "RESTORE", "DBCC", "DENY", "ENABLE",
+    "DISABLE", "READTEXT", "WRITETEXT", "UPDATETEXT", "ELSE", "PRINT", "SEND", "RECEIVE", "GET", "MOVE", "BULK",
+}
 # Words after BEGIN that make it a statement, not a block.
 _NOT_A_BLOCK = frozenset({"TRAN", "TRANSACTION", "DISTRIBUTED", "DIALOG", "CONVERSATION", "ATOMIC"})
 # Object kinds before an IF that is not a statement (`DROP TABLE IF EXISTS t`, `DROP COLUMN IF EXISTS c`); also
@@ -138,7 +137,7 @@ def _bulk_insert(p: _Pass, i: int) -> int | None:
     """``BULK INSERT t FROM 'file' [WITH (...)]``: keep ``INSERT t``, a write to t with no table read."""
     if p.depth or p.tokens[i].text.upper() != "BULK" or p.kind(i + 1) != TokenType.INSERT:
         return None
-    end = _skip_name(p.tokens, i + 2)
+    end = skip_name(p.tokens, i + 2)
     p.out.extend(p.tokens[i + 1 : end])
     i = end
     if p.kind(i) == TokenType.FROM and p.kind(i + 1) == TokenType.STRING:
@@ -167,7 +166,7 @@ def _insert_table_hints(p: _Pass, i: int) -> int | None:
     j = kept = _skip_top(p, i + 1)
     if p.kind(j) == TokenType.INTO:
         j += 1
-    name_end = _skip_name(p.tokens, j)
+    name_end = skip_name(p.tokens, j)
     if name_end == j or p.kind(name_end) != TokenType.WITH or p.kind(name_end + 1) != TokenType.L_PAREN:
         return None
     p.out.append(p.tokens[i])
@@ -318,7 +317,7 @@ def _implicit_exec(p: _Pass, i: int) -> int | None:
     ``sp_who``): SQL Server runs it as ``EXEC``; so is it read."""
     if i or p.tokens[0].text.upper() in _NOT_PROCEDURES:
         return None
-    end = _skip_name(p.tokens, 0)
+    end = skip_name(p.tokens, 0)
     if end < p.n and p.kinds[end] not in _ARGUMENT_STARTS and p.tokens[end].line == p.tokens[end - 1].line:
         return None
     first = p.tokens[0]
@@ -419,7 +418,7 @@ def _synapse_table_options(p: _Pass, i: int) -> int | None:
         j += 1
     if p.kind(j) != TokenType.TABLE:
         return None
-    name_end = _skip_name(p.tokens, j + 1)
+    name_end = skip_name(p.tokens, j + 1)
     after_columns = skip_group(p.tokens, name_end)
     if p.kind(after_columns) != TokenType.WITH or p.kind(after_columns + 1) != TokenType.L_PAREN:
         return None
@@ -508,8 +507,9 @@ def fix_tokens(tokens: list[Token]) -> tuple[list[Token], list[tuple[int, int]]]
 # ---- helpers ---------------------------------------------------------------------------------------------
 
 
-def _skip_name(tokens: list[Token], i: int) -> int:
-    """Index just after a (possibly dotted, `#`/`@`-prefixed) object name starting at `i`."""
+def skip_name(tokens: list[Token], i: int) -> int:
+    """Index just after a (possibly dotted, `#`/`@`-prefixed) object name starting at `i`. Also read by the engine
+    (`CREATE TABLE #t (...)`)."""
     n = len(tokens)
     while i < n:
         while i < n and tokens[i].token_type in _NAME_PREFIX:
@@ -546,7 +546,7 @@ def _fix_double_from(p: _Pass, i: int) -> int:
     tokens, kinds = p.tokens, p.kinds
     if i >= len(tokens) or kinds[i] != TokenType.FROM:
         return i
-    j = _skip_name(tokens, i + 1)
+    j = skip_name(tokens, i + 1)
     if j < len(tokens) and kinds[j] == TokenType.WITH:
         j = skip_group(tokens, j + 1)
     if j < len(tokens) and kinds[j] == TokenType.RETURNING:
@@ -573,7 +573,7 @@ def _skip_output(
         i += 1
     span = None
     if i < len(kinds) and kinds[i] == TokenType.INTO:
-        name_end = _skip_name(tokens, i + 1)
+        name_end = skip_name(tokens, i + 1)
         if name_end > i + 1:
             span = (tokens[i + 1].start, tokens[name_end - 1].end)
         i = skip_group(tokens, name_end)  # the optional (column, ...) list

@@ -99,6 +99,7 @@ class _Pass:
         self.depth = 0  # parenthesis depth of the token being looked at
         self.statement: TokenType | None = None  # keyword of the depth-0 statement being read
         self.cases = 0  # CASE expressions open (their END is not a block's)
+        self.condition_end = -1  # index of the token after the IF / WHILE condition being read (see _condition)
 
     def kind(self, i: int) -> TokenType | None:
         return self.kinds[i] if i < self.n else None
@@ -218,17 +219,34 @@ def _condition(p: _Pass, i: int) -> int | None:
         j += 1
     if j == i + 1 or j >= p.n or depth:
         return None  # no statement follows (a header alone): left to the engine
-    word, first, last = p.tokens[i], p.tokens[i + 1], p.tokens[j - 1]
+    word, first = p.tokens[i], p.tokens[i + 1]
     p.out.append(Token(TokenType.SEMICOLON, ";", word.line, word.col, word.start, word.end))
     p.out.append(Token(TokenType.VAR, "IF", word.line, word.col, word.start, word.end))  # (WHILE reads the same)
     p.out.append(Token(TokenType.L_PAREN, "(", first.line, first.col, first.start, first.start))
-    for token in p.tokens[i + 1 : j]:
-        if token.token_type == TokenType.UPDATE:  # `IF UPDATE(col)`: the trigger function, read as a call
-            token = Token(TokenType.VAR, token.text, token.line, token.col, token.start, token.end, token.comments)
-        p.out.append(token)
+    # The walk goes on through the condition, so the rules that read expressions (table hints, `UPDATE(col)`...)
+    # apply there too; fix_tokens closes it with `) ;` on reaching `j`.
+    p.depth += 1
+    p.condition_end = j
+    return i + 1
+
+
+def _close_condition(p: _Pass, i: int) -> None:
+    """The end of an IF / WHILE condition opened by :func:`_condition`: ``) ;``."""
+    last = p.tokens[i - 1]
     p.out.append(Token(TokenType.R_PAREN, ")", last.line, last.col, last.end, last.end))
     p.out.append(Token(TokenType.SEMICOLON, ";", last.line, last.col, last.end, last.end))
-    return j
+    p.depth = max(p.depth - 1, 0)
+    p.condition_end = -1
+
+
+def _update_function(p: _Pass, i: int) -> int | None:
+    """``UPDATE(col)`` in a condition (``IF UPDATE(col)`` in a trigger): the function, which sqlglot would take for
+    an UPDATE statement, is kept as a call."""
+    if i >= p.condition_end or p.kind(i + 1) != TokenType.L_PAREN:
+        return None
+    token = p.tokens[i]
+    p.out.append(Token(TokenType.VAR, token.text, token.line, token.col, token.start, token.end, token.comments))
+    return i + 1
 
 
 def _label(p: _Pass, i: int) -> int | None:
@@ -438,6 +456,7 @@ RULES: tuple[TokenRule, ...] = (
     TokenRule("insert_table_hints", frozenset({TokenType.INSERT}), frozenset({TokenType.WITH}), _insert_table_hints),
     TokenRule("control_flow", frozenset({TokenType.VAR, TokenType.ELSE, TokenType.BEGIN, TokenType.END}),
               frozenset({TokenType.VAR, TokenType.ELSE, TokenType.BEGIN, TokenType.END}), _control_flow),
+    TokenRule("update_function", frozenset({TokenType.UPDATE}), frozenset({TokenType.VAR}), _update_function),
     TokenRule("label", frozenset({TokenType.VAR}), frozenset({TokenType.COLON}), _label),
     TokenRule("statement_word", frozenset({TokenType.VAR, TokenType.COMMAND, TokenType.FETCH}),
               frozenset({TokenType.VAR, TokenType.COMMAND, TokenType.FETCH}), _statement_word),
@@ -484,6 +503,8 @@ def fix_tokens(tokens: list[Token]) -> tuple[list[Token], list[tuple[int, int]]]
     active = {kind: tuple(r for r in rules if r.needs & present) for kind, rules in _BY_KIND.items()}
     i = 0
     while i < p.n:
+        if 0 <= p.condition_end <= i:  # (a rule never reads past it: the condition's parentheses are balanced)
+            _close_condition(p, i)
         kind = p.kinds[i]
         if p.depth == 0 and kind in _STATEMENT_START:
             p.statement = kind

@@ -228,6 +228,8 @@ class _Walker:
         last = parts[-1]
         if last.args.get("temporary") or last.args.get("global_") or last.name.startswith("#"):
             return None
+        if len(parts) == 1 and last.name.casefold() in self.rules.pseudo_tables:  # a trigger's `inserted`
+            return None
         texts = [p.name for p in parts]
         if table.args.get("catalog") and not table.args.get("db"):  # db..t
             texts = [*texts[:-1], "", texts[-1]]

@@ -93,6 +93,9 @@ class DialectRules:
     # Tables that are the server's own catalog, not datasets (see harvesters/sql/system.py): case-insensitive
     # regular expressions over the qualified name as the engine reports it.
     system_objects: tuple[str, ...] = ()
+    # Row sets named like tables that are none when written without a schema (casefolded): T-SQL's trigger
+    # `inserted` / `deleted`. Statements run by a trigger reach the session's log with them.
+    pseudo_tables: frozenset[str] = frozenset()
 
 
 # Where a separator line is not one: inside a string literal, a comment or a quoted name (one pass of C regex).
@@ -140,6 +143,7 @@ _TSQL: dict[str, Any] = dict(
         "READTEXT", "WRITETEXT", "UPDATETEXT", "ENABLE", "DISABLE",  # ENABLE / DISABLE TRIGGER
     }),
     prepared_calls=True,
+    pseudo_tables=frozenset({"inserted", "deleted"}),
     system_objects=(
         r"(?:[^.]+\.)?sys\.[^.]+",  # catalog views and DMVs: sys.tables, master.sys.dm_exec_requests
         r"(?:[^.]+\.)?information_schema\.[^.]+",

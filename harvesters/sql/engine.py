@@ -794,6 +794,8 @@ class _Analyzer:
         if prefix:  # T-SQL #t / ##t: session-scoped, never qualified
             written = prefix + last.name
             return _Name(written, written.casefold(), written, True)
+        if len(parts) == 1 and last.name.casefold() in self.rules.pseudo_tables:  # a trigger's `FROM inserted`
+            return None
         texts = [self._ident(p) for p in parts]
         written = ".".join(p.name for p in parts)
         display = ".".join(self._qualify(texts))

@@ -15,6 +15,7 @@ import attrs
 from sqlglot import exp
 from sqlglot.tokens import Token
 
+from harvesters.sql.snowflake_scripting import quote_bodies as _snowflake_quote_bodies
 from harvesters.sql.tsql import fix_tokens as _tsql_fix_tokens
 
 CaseRule = Literal["upper", "lower", "as_written"]
@@ -169,6 +170,7 @@ DIALECTS: dict[str, DialectRules] = {
         schema_after_use_database="PUBLIC",
         use_database_resets_schema=True,
         batch_separator=_SNOWSQL_COMMAND,
+        token_fix=_snowflake_quote_bodies,  # a procedure body written without $$: see snowflake_scripting.py
         # TEMP, LOCAL/GLOBAL TEMP[ORARY] and VOLATILE are all TEMPORARY in Snowflake (sqlglot reads GLOBAL
         # TEMPORARY and VOLATILE, not LOCAL); TRANSIENT tables persist (no Fail-safe only): datasets.
         temporary_properties=(exp.TemporaryProperty, exp.VolatileProperty),

@@ -1,6 +1,7 @@
 """Answers as text, JSON, Graphviz dot, Mermaid and dag-factory YAML."""
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from datetime import datetime, timezone
@@ -112,8 +113,11 @@ def dag_text(graph: Graph, dag: TaskDag, level: str | int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _q(text: str) -> str:
-    return json.dumps(text)
+def _dot(text: str) -> str:
+    """A DOT quoted string: only ``"`` and ``\\`` are escaped there (a JSON escape such as ``\\u00fc`` would be
+    drawn as it is written); a line break in a name becomes DOT's ``\\n``."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\r", "").replace("\n", "\\n")
+    return f'"{escaped}"'
 
 
 def dag_dot(graph: Graph, dag: TaskDag) -> str:
@@ -123,11 +127,11 @@ def dag_dot(graph: Graph, dag: TaskDag) -> str:
     for t in dag.tasks:
         by_level.setdefault(dag.levels[t], []).append(t)
     for lvl in sorted(by_level):
-        ids = " ".join(_q(dag.tasks[t].key) for t in sorted(by_level[lvl], key=lambda t: dag.tasks[t].key))
+        ids = " ".join(_dot(dag.tasks[t].key) for t in sorted(by_level[lvl], key=lambda t: dag.tasks[t].key))
         lines.append(f"  {{ rank=same; {ids} }}")
     for (a, b), ds in sorted(dag.edges.items(), key=lambda e: (dag.tasks[e[0][0]].key, dag.tasks[e[0][1]].key)):
-        label = "\\n".join(sorted(graph.datasets[d][1] for d in ds))
-        lines.append(f"  {_q(dag.tasks[a].key)} -> {_q(dag.tasks[b].key)} [label={_q(label)}];")
+        label = "\\n".join(_dot(name)[1:-1] for name in sorted(graph.datasets[d][1] for d in ds))  # one per line
+        lines.append(f'  {_dot(dag.tasks[a].key)} -> {_dot(dag.tasks[b].key)} [label="{label}"];')
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -145,21 +149,35 @@ def dag_mermaid(graph: Graph, dag: TaskDag) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Airflow's limit on a task id's length.
+TASK_ID_MAX = 250
+# Characters a YAML double-quoted scalar may not hold even escaped by JSON (YAML's printable set excludes them).
+_NOT_YAML = re.compile("[\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
+# The placeholders of a bash_command template; any other brace (an Airflow `{{ ds }}`) is written as it is.
+_PLACEHOLDER = re.compile(r"\{(task|fqn|name|namespace)\}")
+
+
 def task_id(job: Job) -> str:
     """An Airflow task id for a task: its fully qualified name with other characters than ``[A-Za-z0-9_.-]``
-    replaced by ``_``."""
-    return re.sub(r"[^A-Za-z0-9_.\-]", "_", job.fqn)
+    replaced by ``_``; a name longer than Airflow's 250 characters keeps its start and a digest of the whole."""
+    tid = re.sub(r"[^A-Za-z0-9_.\-]", "_", job.fqn)
+    if len(tid) > TASK_ID_MAX:
+        digest = hashlib.sha1(job.fqn.encode("utf-8", "surrogatepass")).hexdigest()[:10]  # noqa: S324 - a name
+        tid = f"{tid[:TASK_ID_MAX - 11]}_{digest}"
+    return tid
 
 
 def _yaml_str(text: str) -> str:
-    # JSON strings are valid YAML double-quoted scalars
-    return json.dumps(text, ensure_ascii=False)
+    # JSON strings are valid YAML double-quoted scalars, once the characters YAML refuses are escaped too
+    quoted = json.dumps(text, ensure_ascii=False)
+    return _NOT_YAML.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
 
 
 def dag_factory(graph: Graph, dag: TaskDag, *, dag_id: str = "lineage_dag",
                 bash_command: str = "echo {task}", schedule: str | None = None) -> str:
     """A dag-factory YAML file: one entry per task with ``dependencies:`` and a ``bash_command`` made from the
-    template (placeholders ``{task}`` the task id, ``{fqn}``, ``{name}``, ``{namespace}``)."""
+    template (placeholders ``{task}`` the task id, ``{fqn}``, ``{name}``, ``{namespace}``; other text, an Airflow
+    ``{{ ds }}`` or a shell ``${HOME}`` included, is kept as written)."""
     ids: dict[int, str] = {}
     used: set[str] = set()
     for t in sorted(dag.tasks, key=lambda t: dag.tasks[t].key):
@@ -172,12 +190,14 @@ def dag_factory(graph: Graph, dag: TaskDag, *, dag_id: str = "lineage_dag",
     deps: dict[int, list[str]] = {t: [] for t in dag.tasks}
     for a, b in dag.edges:
         deps[b].append(ids[a])
-    lines = [f"{dag_id}:", "  default_args:", "    owner: lineage-capture", "    start_date: 2024-01-01",
+    key = dag_id if re.fullmatch(r"[A-Za-z0-9_.\-]+", dag_id) else _yaml_str(dag_id)
+    lines = [f"{key}:", "  default_args:", "    owner: lineage-capture", "    start_date: 2024-01-01",
              f"  schedule_interval: {_yaml_str(schedule) if schedule else 'null'}",
              "  description: " + _yaml_str("task dependencies derived from OpenLineage lineage"), "  tasks:"]
     for t in sorted(dag.tasks, key=lambda t: (dag.levels[t], ids[t])):
         job = dag.tasks[t]
-        cmd = bash_command.format(task=ids[t], fqn=job.fqn, name=job.name, namespace=job.effective_namespace)
+        values = {"task": ids[t], "fqn": job.fqn, "name": job.name, "namespace": job.effective_namespace}
+        cmd = _PLACEHOLDER.sub(lambda m, values=values: values[m.group(1)], bash_command)
         lines.append(f"    {_yaml_str(ids[t])}:")
         lines.append("      operator: airflow.operators.bash.BashOperator")
         lines.append(f"      bash_command: {_yaml_str(cmd)}")

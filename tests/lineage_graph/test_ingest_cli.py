@@ -246,3 +246,29 @@ def test_help_lists_exit_codes_and_module_entry(tmp_path):
     res = subprocess.run([sys.executable, "-m", "lineage_graph", "show"], env=env, capture_output=True, text=True)
     assert (res.returncode, res.stdout) == (0, "0 jobs, 0 datasets\n")
     assert (tmp_path / "lineage-graph.sqlite").exists()
+
+
+@pytest.mark.parametrize(("writer", "reader"), [
+    ("a \"quoted\" job", "b\\back\nslash"),
+    ("ünïcödé 表 😀", "del\x7fc1\x85\x9fjob"),
+    ("x" * 300, "y" * 300),
+])
+def test_dag_outputs_keep_unusual_names_valid(isolated_lineage_env, capsys, writer, reader):
+    yaml = pytest.importorskip("yaml")
+    write(isolated_lineage_env / "openlineage-events.jsonl",
+          [E(1, "r1", writer, outputs=["x", "w\"é"]), E(2, "r2", reader, inputs=["x", "w\"é"])])
+    template = "cd ${HOME} && run {fqn} --date {{ ds }} {0} {task}"
+    rc, out, _ = cli(capsys, "graph", "dag", "--format", "dag-factory", "--dag-id", "my dag: #1",
+                     "--bash-command", template)
+    doc = yaml.safe_load(out)
+    assert (rc, list(doc)) == (0, ["my dag: #1"])
+    tasks = doc["my dag: #1"]["tasks"]
+    assert len(tasks) == 2 and all(len(tid) <= 250 for tid in tasks)
+    first, second = sorted(tasks.items(), key=lambda kv: "dependencies" in kv[1])
+    assert first[1]["bash_command"] == f"cd ${{HOME}} && run {writer} --date {{{{ ds }}}} {{0}} {first[0]}"
+    assert second[1]["dependencies"] == [first[0]]
+    rc, out, _ = cli(capsys, "graph", "dag", "--format", "dot")
+
+    def dot(text: str) -> str:  # DOT escapes only `"` and `\`; a line break is DOT's `\n`
+        return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    assert f'  "ns/{dot(writer)}" -> "ns/{dot(reader)}" [label="w\\"é\\nx"];' in out.split("\n")

@@ -1,6 +1,7 @@
 """Answers as text, JSON, Graphviz dot, Mermaid and dag-factory YAML."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -173,6 +174,10 @@ def _yaml_str(text: str) -> str:
     return _NOT_YAML.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
 
 
+def _placeholder(values: dict[str, str], match: re.Match[str]) -> str:
+    return values[match.group(1)]
+
+
 def dag_factory(graph: Graph, dag: TaskDag, *, dag_id: str = "lineage_dag",
                 bash_command: str = "echo {task}", schedule: str | None = None) -> str:
     """A dag-factory YAML file: one entry per task with ``dependencies:`` and a ``bash_command`` made from the
@@ -197,7 +202,7 @@ def dag_factory(graph: Graph, dag: TaskDag, *, dag_id: str = "lineage_dag",
     for t in sorted(dag.tasks, key=lambda t: (dag.levels[t], ids[t])):
         job = dag.tasks[t]
         values = {"task": ids[t], "fqn": job.fqn, "name": job.name, "namespace": job.effective_namespace}
-        cmd = _PLACEHOLDER.sub(lambda m, values=values: values[m.group(1)], bash_command)
+        cmd = _PLACEHOLDER.sub(functools.partial(_placeholder, values), bash_command)
         lines.append(f"    {_yaml_str(ids[t])}:")
         lines.append("      operator: airflow.operators.bash.BashOperator")
         lines.append(f"      bash_command: {_yaml_str(cmd)}")

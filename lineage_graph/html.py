@@ -92,6 +92,9 @@ def _preset_positions(nodes: list[dict], edges: list[dict]) -> None:
             n["position"] = {"x": (i - width / 2) * 190, "y": lvl * 110}
 
 
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
 @lru_cache(maxsize=1)
 def _vendored() -> str:
     return "\n".join(f"<script>/* {name}: vendored, see {name.replace('.min.js', '.LICENSE')} */\n"
@@ -101,12 +104,13 @@ def _vendored() -> str:
 
 def page(conn: sqlite3.Connection, *, live: bool = False) -> str:
     """The whole page with the current graph inlined; ``live`` makes it poll ``/api/graph`` for changes."""
-    data = graph_data(conn)
-    blob = orjson.dumps(data).decode().replace("</", "<\\/")
-    return (_TEMPLATE.replace("/*VENDORED*/", _vendored())
-            .replace("/*DATA*/null", blob)
+    # `<`, `>` and `&` only occur inside the data's strings, where JSON's \u escapes mean the same: escaped, no name
+    # can end the script element (`</script>`) or switch the HTML parser's script state (`<!--<script>`)
+    blob = orjson.dumps(graph_data(conn)).decode().translate(_SCRIPT_SAFE)
+    text = (_TEMPLATE.replace("/*VENDORED*/", _vendored())
             .replace("/*LIVE*/false", "true" if live else "false")
             .replace("/*DAGRE_MAX*/0", str(DAGRE_MAX_NODES)))
+    return text.replace("/*DATA*/null", blob, 1)  # last: the data is never searched for placeholders
 
 
 _TEMPLATE = (STATIC / "page.html").read_text(encoding="utf-8") if (STATIC / "page.html").exists() else ""

@@ -160,3 +160,19 @@ def test_every_graph_shape_loads_in_both_layouts(tmp_path, db, browser, monkeypa
         assert (got["layout"], got["nodes"], got["edges"]) == (layout, sorted(nodes), len(edges)), case.id
         assert all(p[2] for p in got["placed"]), case.id  # inside the viewport after fit
         assert len({(p[0], p[1]) for p in got["placed"]}) == len(got["placed"]), case.id  # not on top of each other
+
+
+NASTY_NAMES = ["<!--<script>", "</script><b>x</b>", "/*LIVE*/false", "out /*DAGRE_MAX*/0", "a & b > c", "x\u2028y"]
+
+
+def test_names_that_look_like_markup_or_placeholders_are_drawn_as_written(tmp_path, db, browser):
+    db([E(1, "r1", NASTY_NAMES[0], inputs=NASTY_NAMES[1:3], outputs=NASTY_NAMES[3:])])
+    from lineage_graph import html
+
+    out = tmp_path / "nasty.html"
+    out.write_text(html.page(db.conn), encoding="utf-8")
+    browser.get(out.as_uri())
+    wait(browser, "return window.lineage && window.lineage.ready")
+    labels = browser.execute_script("return window.lineage.cy.nodes().map(function (n) { return n.data('label'); })")
+    assert sorted(labels) == sorted(NASTY_NAMES)
+    assert browser.execute_script("return document.querySelectorAll('b').length") == 0

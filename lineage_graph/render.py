@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import re
 from datetime import datetime, timezone
@@ -163,6 +162,8 @@ def task_id(job: Job) -> str:
     replaced by ``_``; a name longer than Airflow's 250 characters keeps its start and a digest of the whole."""
     tid = re.sub(r"[^A-Za-z0-9_.\-]", "_", job.fqn)
     if len(tid) > TASK_ID_MAX:
+        import hashlib  # here: a traversal's answer imports render, and only what it needs (test_quick_queries)
+
         digest = hashlib.sha1(job.fqn.encode("utf-8", "surrogatepass")).hexdigest()[:10]  # noqa: S324 - a name
         tid = f"{tid[:TASK_ID_MAX - 11]}_{digest}"
     return tid

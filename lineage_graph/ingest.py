@@ -776,9 +776,12 @@ def ingest(conn: sqlite3.Connection, files: Iterable[Path], *, default: Path | N
         gc.set_threshold(*thresholds)
 
 
-def ingest_decoded(conn: sqlite3.Connection, events: list[object], source: str = "http") -> IngestReport:
-    """Ingest already-decoded events (the HTTP receiver); a bad one is reported with its index as line."""
-    ing = Ingester(conn)
+def ingest_decoded(conn: sqlite3.Connection, events: list[object], source: str = "http", *,
+                   ingester: Ingester | None = None) -> IngestReport:
+    """Ingest already-decoded events (the HTTP receiver); a bad one is reported with its index as line.
+    ``ingester`` (of ``conn``) is reused when given: its id maps are what costs at each call."""
+    ing = ingester or Ingester(conn)
+    ing.report = IngestReport()
     records = []
     for i, obj in enumerate(events, 1):
         ing.report.lines += 1

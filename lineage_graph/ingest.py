@@ -115,20 +115,39 @@ def _str(obj: dict, key: str, where: str) -> str:
     return value
 
 
-def _datasets(event: dict, key: str) -> list[tuple[str, str]]:
+def _datasets(event: dict, key: str) -> list[tuple]:
     items = event.get(key)
     if items is None:
         return []
     if not isinstance(items, list):
         raise BadEvent(f"{key} must be an array")
-    out = []
+    out: list[tuple] = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise BadEvent(f"{key}[{i}] must be an object")
-        ds = normalize_dataset(_str(item, "namespace", f"{key}[{i}]."), _str(item, "name", f"{key}[{i}]."))
+        ns, name = _str(item, "namespace", f"{key}[{i}]."), _str(item, "name", f"{key}[{i}].")
+        ds = normalize_dataset(ns, name)
         if ds is not None:
-            out.append(ds)
+            aliases = _symlinks(item)
+            out.append((*ds, aliases) if aliases else ds)
     return out
+
+
+def _symlinks(item: dict) -> tuple[tuple[str, str], ...]:
+    """The (namespace, name) identifiers of a dataset's ``symlinks`` facet: other names of the same data (a table
+    name beside its location). A malformed facet gives none: it is optional, the dataset stays."""
+    facets = item.get("facets")
+    symlinks = facets.get("symlinks") if type(facets) is dict else None
+    identifiers = symlinks.get("identifiers") if type(symlinks) is dict else None
+    if type(identifiers) is not list:
+        return ()
+    found = []
+    for identifier in identifiers:
+        if type(identifier) is dict:
+            ns, name = identifier.get("namespace"), identifier.get("name")
+            if type(ns) is str and type(name) is str and ns and name:
+                found.append((ns, name))
+    return tuple(found)
 
 
 def code_version(job_facets: dict) -> str | None:
@@ -163,8 +182,9 @@ class Event:
     job_type: str | None
     integration: str | None
     error: str | None
-    inputs: list[tuple[str, str]]
-    outputs: list[tuple[str, str]]
+    # (namespace, name), or (namespace, name, aliases) for a dataset with symlinks
+    inputs: list[tuple]
+    outputs: list[tuple]
 
 
 def parse_event(event: object) -> Event:
@@ -228,7 +248,8 @@ def parse_event(event: object) -> Event:
 # -- the fast path ----------------------------------------------------------------------------------------------
 # A record is what the store needs of one valid run event, as a plain tuple (no object per event):
 # (digest, run_id, event_type, t, namespace, name, parent_namespace, parent_name, parent_run_id, code, job_type,
-#  integration, error, inputs, outputs); inputs/outputs are (namespace, name) pairs, normalised at store time
+#  integration, error, inputs, outputs); inputs/outputs are (namespace, name) pairs, or (namespace, name, symlink
+#  pairs) triples, normalised at store time
 Record = tuple
 _SORT_KEYS = orjson.OPT_SORT_KEYS
 _uuid_match = _UUID.fullmatch
@@ -258,7 +279,7 @@ _SHARED: dict = {}
 _SHARED_MAX = 50_000
 
 
-def _pairs(items: object) -> tuple[tuple[str, str], ...] | None:
+def _pairs(items: object) -> tuple[tuple, ...] | None:
     # exact types (a subclass takes parse_event's path): cheaper than isinstance, and orjson makes only these
     if items is None:
         return ()
@@ -272,7 +293,9 @@ def _pairs(items: object) -> tuple[tuple[str, str], ...] | None:
         name = item.get("name")
         if type(ns) is not str or type(name) is not str or not ns or not name:
             return None
-        out.append((ns, name))
+        facets = item.get("facets")
+        aliases = _symlinks(item) if facets and type(facets) is dict and "symlinks" in facets else ()
+        out.append((ns, name, aliases) if aliases else (ns, name))
     return tuple(out)
 
 
@@ -380,8 +403,11 @@ class Ingester:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        # every name of a dataset -> its id: its own, and the names its events' symlinks gave it
         self.datasets: dict[tuple[str, str], int] = {
             (ns, name): i for i, ns, name in conn.execute("SELECT id, namespace, name FROM datasets")}
+        self.datasets.update(((ns, name), i) for ns, name, i in conn.execute(
+            "SELECT namespace, name, dataset_id FROM dataset_aliases"))
         # dataset ids by the (namespace, name) written in events, before normalising (None: not a dataset)
         self.raw_datasets: dict[tuple[str, str], int | None] = {}
         self.pair_ids: dict[tuple[tuple[str, str], ...], tuple[int, ...]] = {}
@@ -528,7 +554,7 @@ class Ingester:
             raise
         return self.report.new_events - before
 
-    def _dataset_ids(self, pairs: tuple[tuple[str, str], ...]) -> tuple[int, ...]:
+    def _dataset_ids(self, pairs: tuple[tuple, ...]) -> tuple[int, ...]:
         """Dataset ids of the (namespace, name) pairs of one event's inputs or outputs (cached per tuple of
         pairs: a recurring task lists the same datasets in every run)."""
         ids = self.pair_ids.get(pairs)
@@ -540,20 +566,38 @@ class Ingester:
             ids = self.pair_ids[pairs] = tuple(into)
         return ids
 
-    def _add_dataset_ids(self, pairs: tuple[tuple[str, str], ...], into: set[int]) -> None:
+    def _add_dataset_ids(self, pairs: tuple[tuple, ...], into: set[int]) -> None:
         raw = self.raw_datasets
         for pair in pairs:
             if pair in raw:
                 i = raw[pair]
             else:
-                ds = normalize_dataset(*pair)
-                i = None if ds is None else self.datasets.get(ds)
-                if ds is not None and i is None:
-                    i = self._insert("INSERT INTO datasets (namespace, name) VALUES (?,?)", ds)
-                    self.datasets[ds] = i
-                raw[pair] = i
+                i = raw[pair] = self._dataset_id(pair)
             if i is not None:
                 into.add(i)
+
+    def _dataset_id(self, pair: tuple) -> int | None:
+        """The id of the dataset ``(namespace, name[, symlinks])``: the one known under its name or under any of its
+        symlinks (which become its aliases), else a new one; None if it is no dataset (a temp table)."""
+        ds = normalize_dataset(pair[0], pair[1])
+        if ds is None:
+            return None
+        i = self.datasets.get(ds)
+        if len(pair) < 3:
+            if i is None:
+                i = self.datasets[ds] = self._insert("INSERT INTO datasets (namespace, name) VALUES (?,?)", ds)
+            return i
+        names = [ds, *filter(None, (normalize_dataset(*alias) for alias in pair[2]))]
+        if i is None:
+            i = next((self.datasets[n] for n in names if n in self.datasets), None)
+        if i is None:
+            i = self.datasets[ds] = self._insert("INSERT INTO datasets (namespace, name) VALUES (?,?)", ds)
+        for name in names:
+            if name not in self.datasets:  # a name already known keeps its dataset (two are never merged later)
+                self.datasets[name] = i
+                self.conn.execute("INSERT INTO dataset_aliases (namespace, name, dataset_id) VALUES (?,?,?)",
+                                  (*name, i))
+        return i
 
     def _insert(self, sql: str, values: tuple) -> int:
         rowid = self.conn.execute(sql, values).lastrowid

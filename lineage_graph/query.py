@@ -49,6 +49,9 @@ def resolve(conn: sqlite3.Connection, text: str) -> Node:
     for ns, name in pairs:
         for (i,) in conn.execute("SELECT id FROM datasets WHERE namespace=? AND name=?", (ns, name)):
             found[("dataset", i)] = f"{ns}/{name}"
+        for i, key in conn.execute("SELECT d.id, d.namespace || '/' || d.name FROM dataset_aliases a JOIN datasets d "
+                                   "ON d.id = a.dataset_id WHERE a.namespace=? AND a.name=?", (ns, name)):
+            found[("dataset", i)] = key  # another name of it (a symlink): the dataset under the name it is shown by
     if not found:
         for i, ns, name in conn.execute("SELECT id, namespace, name FROM datasets WHERE name = ?", (text,)):
             found[("dataset", i)] = f"{ns}/{name}"

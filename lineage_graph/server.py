@@ -20,6 +20,9 @@ from . import derive, ingest
 from .store import connect
 
 MAX_BODY = 64 << 20
+# What another process's ingest changes (the ids the POSTs' ingester keeps)
+_MARK = ("SELECT (SELECT max(id) FROM datasets), (SELECT max(id) FROM dataset_aliases), "
+         "(SELECT max(id) FROM jobs)")
 # Content-Encoding -> zlib's wbits (0: not compressed)
 _WBITS = {"": 0, "identity": 0, "gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
@@ -66,7 +69,7 @@ class LineageServer(ThreadingHTTPServer):
     def ingester(self) -> ingest.Ingester:
         """The ingester of the POSTs (call with :attr:`lock` held). Kept between POSTs: building one reads every
         dataset and job id (0.4 s with 300,000 datasets); built again when another process added rows."""
-        mark = self.conn.execute("SELECT (SELECT max(id) FROM datasets), (SELECT max(id) FROM jobs)").fetchone()
+        mark = self.conn.execute(_MARK).fetchone()
         if self._ingester is None or mark != self._ingester_mark:
             self._ingester = ingest.Ingester(self.conn)
         return self._ingester
@@ -74,7 +77,7 @@ class LineageServer(ThreadingHTTPServer):
     def ingested(self) -> None:
         """After a POST's events are stored: what the ingester added is what the database holds."""
         self._ingester_mark = self.conn.execute(
-            "SELECT (SELECT max(id) FROM datasets), (SELECT max(id) FROM jobs)").fetchone()
+            _MARK).fetchone()
 
     def forget_ingester(self) -> None:
         """After a failed POST: the ingester may hold ids of rows that were rolled back."""

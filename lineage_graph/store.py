@@ -13,7 +13,7 @@ from array import array
 from collections.abc import Iterable
 from pathlib import Path
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -21,6 +21,10 @@ CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, dev INTEGER, inode INTEGER, size INTEGER, offset INTEGER, line INTEGER, head BLOB);
 CREATE TABLE IF NOT EXISTS datasets (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, name TEXT NOT NULL,
     UNIQUE (namespace, name));
+-- other names of a dataset: the `symlinks` identifiers events give it (a table's name beside its location, SQL
+-- Server's mssql:// beside sqlserver://), each mapped to the dataset first seen under any of its names
+CREATE TABLE IF NOT EXISTS dataset_aliases (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, name TEXT NOT NULL,
+    dataset_id INTEGER NOT NULL, UNIQUE (namespace, name));
 -- a job is (namespace, name) under one parent job (''/'' for none): the same name under two parents is two jobs
 CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, name TEXT NOT NULL,
     parent_namespace TEXT NOT NULL, parent_name TEXT NOT NULL,
@@ -44,6 +48,9 @@ CREATE TABLE IF NOT EXISTS current_io (job_id INTEGER, dataset_id INTEGER, dir I
     PRIMARY KEY (job_id, dir, dataset_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS current_io_dataset ON current_io (dataset_id, dir);
 """
+
+
+_ALIASES = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS dataset_aliases"):SCHEMA.index("-- a job is")].strip()
 
 
 def state_dir() -> Path:
@@ -86,9 +93,15 @@ def connect(path: Path | str) -> sqlite3.Connection:
         if conn.execute("PRAGMA user_version").fetchone()[0] == 1:  # not migrated meanwhile by another process
             conn.execute("ALTER TABLE runs ADD COLUMN hashes BLOB")
             conn.execute("DROP TABLE IF EXISTS dataset_versions")  # now read from the runs when asked
-            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            conn.execute("PRAGMA user_version=2")
         conn.execute("COMMIT")
-    elif version != SCHEMA_VERSION:
+        version = 2
+    if version == 2:  # schema 3 added dataset_aliases
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(_ALIASES)
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    elif version not in (0, SCHEMA_VERSION):
         raise RuntimeError(f"{path}: database schema {version}, this version reads {SCHEMA_VERSION}; remove it "
                            "and ingest again")
     return conn

@@ -30,8 +30,11 @@ def _maybe(draw, strategy):
     return draw(strategy) if draw(st.integers(0, 19)) < 18 else draw(_ANY)
 
 
+_SYMLINKS = st.fixed_dictionaries({"symlinks": _maybe(st.fixed_dictionaries({"identifiers": _maybe(st.lists(
+    _maybe(st.fixed_dictionaries({"namespace": _maybe(_TEXT), "name": _maybe(_TEXT), "type": st.just("TABLE")})),
+    max_size=2))}))})
 _DATASET = st.one_of(st.fixed_dictionaries({"namespace": _maybe(_TEXT), "name": _maybe(_TEXT)},
-                                           optional={"facets": st.just({})}), _ANY)
+                                           optional={"facets": st.one_of(st.just({}), _SYMLINKS)}), _ANY)
 _FACET_JOB = st.fixed_dictionaries({}, optional={
     "jobType": _maybe(st.fixed_dictionaries({"jobType": _maybe(st.sampled_from(["DAG", "TASK"])),
                                              "integration": _maybe(st.just("AIRFLOW"))})),
@@ -56,7 +59,8 @@ EVENTS = st.one_of(st.fixed_dictionaries({
 
 
 def _normalized(pairs) -> list:
-    return [d for d in (ingest.normalize_dataset(*p) for p in pairs) if d is not None]
+    # (namespace, name[, symlinks]): the dataset's own name normalised, its symlinks as the event gives them
+    return [(*d, *p[2:]) for p in pairs if (d := ingest.normalize_dataset(p[0], p[1])) is not None]
 
 
 @settings(max_examples=1500, deadline=None)
@@ -175,7 +179,7 @@ def test_schema_1_database_keeps_its_events(tmp_path):
     old.commit()
     old.close()
     conn = connect(tmp_path / "g.sqlite")
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3  # schema 1 -> 2 -> 3 (dataset_aliases)
     report = ingest.ingest_decoded(conn, [start, E(2, "r1", "job", outputs=["y"])])
     assert (report.new_events, report.duplicates) == (1, 1)
     report = ingest.ingest_decoded(conn, [start, E(2, "r1", "job", outputs=["y"])])

@@ -272,3 +272,51 @@ def test_dag_outputs_keep_unusual_names_valid(isolated_lineage_env, capsys, writ
     def dot(text: str) -> str:  # DOT escapes only `"` and `\`; a line break is DOT's `\n`
         return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     assert f'  "ns/{dot(writer)}" -> "ns/{dot(reader)}" [label="w\\"é\\nx"];' in out.split("\n")
+
+
+def _symlinked(event: dict, side: str, index: int, *identifiers) -> dict:
+    event[side][index]["facets"]["symlinks"] = {
+        "_producer": "p", "_schemaURL": "s",
+        "identifiers": [i if isinstance(i, (dict, str)) else {"namespace": i[0], "name": i[1], "type": "TABLE"}
+                        for i in identifiers]}
+    return event
+
+
+# (name, namespace), as graph_events' datasets are written; symlink identifiers are (namespace, name)
+SQL = ("Sales.dbo.Orders", "sqlserver://db01:1433")
+MSSQL = ("Sales.dbo.Orders", "mssql://db01:1433")
+MSSQL_ID = MSSQL[::-1]
+
+
+@pytest.mark.parametrize(("events", "dag_edges"), [
+    pytest.param([_symlinked(E(1, "w", "extract", outputs=[SQL]), "outputs", 0, MSSQL_ID),
+                  E(2, "r", "report", inputs=[MSSQL])], [("ns/extract", "ns/report")], id="writer-names-the-symlink"),
+    pytest.param([E(1, "r", "report", inputs=[MSSQL]),
+                  _symlinked(E(2, "w", "extract", outputs=[SQL]), "outputs", 0, MSSQL_ID)],
+                 [("ns/extract", "ns/report")], id="reader-seen-first"),
+    pytest.param([_symlinked(E(1, "w", "app.write", outputs=[("/warehouse/t", "file")]), "outputs", 0,
+                             ("hive://metastore:9083", "default.t")),
+                  _symlinked(E(2, "r", "app2.read", inputs=[("/warehouse/t", "file")]), "inputs", 0,
+                             ("hive://metastore:9083", "default.t")),
+                  E(3, "q", "query", inputs=[("default.t", "hive://metastore:9083")])],
+                 [("ns/app.write", "ns/app2.read"), ("ns/app.write", "ns/query")], id="table-location-and-name"),
+    pytest.param([_symlinked(E(1, "w", "extract", outputs=[SQL]), "outputs", 0, "not an object",
+                             {"namespace": 1, "name": "x"}),
+                  E(2, "r", "report", inputs=[MSSQL])], [], id="malformed-symlinks-ignored"),
+    pytest.param([_symlinked(E(1, "w", "extract", outputs=[SQL]), "outputs", 0, ("mssql://db01:1433", "tempdb.#t")),
+                  E(2, "r", "report", inputs=[SQL])], [("ns/extract", "ns/report")], id="temp-symlink-ignored"),
+])
+def test_symlinks_join_the_names_of_one_dataset(isolated_lineage_env, capsys, events, dag_edges):
+    write(isolated_lineage_env / "openlineage-events.jsonl", events)
+    rc, out, _ = cli(capsys, "graph", "dag", "--json")
+    data = json.loads(out)
+    assert rc == 0
+    assert sorted((e["from"], e["to"]) for e in data["edges"]) == dag_edges
+
+
+def test_a_dataset_is_found_by_its_symlink_name(isolated_lineage_env, capsys):
+    write(isolated_lineage_env / "openlineage-events.jsonl",
+          [_symlinked(E(1, "w", "extract", outputs=[SQL]), "outputs", 0, MSSQL_ID), E(2, "r", "report", inputs=[SQL])])
+    rc, out, _ = cli(capsys, "graph", "upstream", "mssql://db01:1433/Sales.dbo.Orders", "--json")
+    assert rc == 0, out
+    assert json.loads(out)["start"] == {"kind": "dataset", "key": "sqlserver://db01:1433/Sales.dbo.Orders"}

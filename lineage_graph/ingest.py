@@ -275,6 +275,7 @@ def _uuid(value: str) -> bool:
     return True
 
 
+_BOM = b"\xef\xbb\xbf"
 _SHARED: dict = {}
 _SHARED_MAX = 50_000
 
@@ -469,13 +470,16 @@ class Ingester:
                 offset, line = off, ln
         with open(path, "rb") as fh:
             if offset == 0:
-                first = fh.read(1 << 16).lstrip()
-                fh.seek(0)
+                first = fh.read(1 << 16)
+                # a byte order mark (Windows editors, PowerShell's Out-File) is no part of the first event
+                offset = len(_BOM) if first.startswith(_BOM) else 0
+                first = first[offset:].lstrip()
+                fh.seek(offset)
                 if first[:1] == b"[" or (first[:1] == b"{" and b"\n" in first and not _line_parses(first)):
                     if self._whole_document(fh, key, st.st_size):
                         self._save_offset(key, st, st.st_size, 1, head)
                         return
-                    fh.seek(0)
+                    fh.seek(offset)
         path_text = str(path)
         chunks: Iterator[Chunk]
         if worth_a_second_process(st.st_size - offset):

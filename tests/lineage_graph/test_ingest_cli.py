@@ -320,3 +320,14 @@ def test_a_dataset_is_found_by_its_symlink_name(isolated_lineage_env, capsys):
     rc, out, _ = cli(capsys, "graph", "upstream", "mssql://db01:1433/Sales.dbo.Orders", "--json")
     assert rc == 0, out
     assert json.loads(out)["start"] == {"kind": "dataset", "key": "sqlserver://db01:1433/Sales.dbo.Orders"}
+
+
+@pytest.mark.parametrize("text", [
+    "\ufeff" + json.dumps(E(1, "r1", "a", outputs=["x"])) + "\n" + json.dumps(E(2, "r2", "b", inputs=["x"])) + "\n",
+    "\ufeff" + json.dumps([E(1, "r1", "a", outputs=["x"]), E(2, "r2", "b", inputs=["x"])], indent=2),
+], ids=["json-lines", "pretty-printed-array"])
+def test_a_byte_order_mark_loses_no_event(tmp_path, capsys, text):
+    f = tmp_path / "e.jsonl"
+    f.write_text(text, encoding="utf-8")
+    code, rep = ingest_json(capsys, f)
+    assert (code, rep["new_events"], rep["bad"]) == (0, 2, [])

@@ -181,7 +181,9 @@ def run(args: argparse.Namespace) -> int:
             else:
                 print(f"{report.files} files, {report.lines} lines: {report.new_events} new events, "
                       f"{report.duplicates} already known, {report.ignored} not run events, "
-                      f"{report.bad_count} bad lines")
+                      f"{report.bad_count} bad lines"
+                      + (f", {report.other_job_events} events with the run id of another job's run (kept as runs of"
+                         " their own)" if report.other_job_events else ""))
             return _bad_lines(report)
         if cmd == "serve":
             import os

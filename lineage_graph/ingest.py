@@ -60,6 +60,7 @@ class IngestReport:
     ignored: int = 0
     bad_count: int = 0
     bad: list[BadLine] = attrs.Factory(list)
+    other_job_events: int = 0  # events whose run id another job's run has (kept apart: see Ingester)
 
     def add_bad(self, file: str, line: int, reason: str) -> None:
         self.bad_count += 1
@@ -69,6 +70,7 @@ class IngestReport:
     def to_json(self) -> dict:
         return {"files": self.files, "lines": self.lines, "new_events": self.new_events,
                 "duplicates": self.duplicates, "ignored": self.ignored, "bad_count": self.bad_count,
+                "other_job_events": self.other_job_events,
                 "bad": [str(b) for b in self.bad]}
 
 
@@ -635,6 +637,30 @@ class Ingester:
                 f"SELECT hash FROM events WHERE hash IN ({','.join('?' * len(part))})", part))
         return known
 
+    def _runs_of_other_jobs(self, by_run: dict[str, list[Record]], existing: dict[str, list]) -> list[str]:
+        """A run id is one run of one job; events of another job carrying the same id (a producer's bug, or two
+        producers' ids colliding) are kept apart as the run ``{run id}/{namespace}/{job name}`` rather than merged
+        into the first job's run (which moved the second job's lineage under the first). Returns those keys."""
+        moved: list[str] = []
+        for run_id in list(by_run):
+            evs = by_run[run_id]
+            row = existing.get(run_id)
+            owner = self.job_keys[row[1]][:2] if row is not None else (evs[0][4], evs[0][5])
+            if all((ev[4], ev[5]) == owner for ev in evs):
+                continue
+            by_run[run_id] = [ev for ev in evs if (ev[4], ev[5]) == owner]
+            for ev in evs:
+                if (ev[4], ev[5]) != owner:
+                    key = f"{run_id}/{ev[4]}/{ev[5]}"
+                    if key not in by_run:
+                        by_run[key] = []
+                        moved.append(key)
+                    by_run[key].append(ev)
+                    self.report.other_job_events += 1
+            if not by_run[run_id]:
+                del by_run[run_id]
+        return moved
+
     def _store(self, records: list[Record]) -> None:
         """Merge records into their runs (inside the open transaction): an event already stored for its run, or
         twice in ``records``, is a duplicate. A run is all its events coalesced; its row is rewritten whole."""
@@ -648,6 +674,9 @@ class Ingester:
             else:
                 evs.append(rec)
         existing = self._existing(list(by_run))
+        moved = self._runs_of_other_jobs(by_run, existing)
+        if moved:
+            existing.update(self._existing(moved))
         legacy: set[bytes] = set()
         if self.legacy and existing:
             legacy = self._known_legacy([r[0] for rid in existing for r in by_run[rid]])

@@ -331,3 +331,18 @@ def test_a_byte_order_mark_loses_no_event(tmp_path, capsys, text):
     f.write_text(text, encoding="utf-8")
     code, rep = ingest_json(capsys, f)
     assert (code, rep["new_events"], rep["bad"]) == (0, 2, [])
+
+
+def test_a_run_id_reused_by_another_job_keeps_both_jobs(tmp_path, capsys):
+    f = write(tmp_path / "e.jsonl", [E(1, "shared", "jobA", "START", inputs=["a_in"]),
+                                     E(2, "shared", "jobB", inputs=["b_in"], outputs=["b_out"]),
+                                     E(3, "shared", "jobA", outputs=["a_out"])])
+    code, rep = ingest_json(capsys, f)
+    assert (code, rep["new_events"], rep["other_job_events"]) == (0, 3, 1)
+    write(f, [E(4, "shared", "jobB", "COMPLETE", outputs=["b_out2"])], "a")  # later: still jobB's own run
+    code, rep = ingest_json(capsys, f)
+    assert (rep["new_events"], rep["duplicates"], rep["other_job_events"]) == (1, 0, 1)
+    code, rep = ingest_json(capsys, tmp_path / "e.jsonl")
+    rc, out, _ = cli(capsys, "graph", "show", "--json")
+    jobs = {j["key"]: (j["inputs"], j["outputs"], j["runs"]) for j in json.loads(out)["jobs"]}
+    assert jobs == {"ns/jobA": (["db/a_in"], ["db/a_out"], 1), "ns/jobB": (["db/b_in"], ["db/b_out", "db/b_out2"], 1)}

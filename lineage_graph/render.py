@@ -41,10 +41,16 @@ def show_text(graph: Graph) -> str:
     lines: list[str] = []
     visible = {j.id for j in graph.visible_jobs()}
 
-    def emit(j: Job, indent: int) -> None:
+    emitted: set[int] = set()
+
+    def emit(j: Job, indent: int, note: str | None = None) -> None:
+        if j.id in emitted:  # (parents in a cycle: each job is written once)
+            return
+        emitted.add(j.id)
         pad = "  " * indent
         flags = [f for f in (j.state and j.state.lower(), j.job_type and j.job_type.lower(),
-                             j.version and f"v{j.version}", "lineage unknown" if j.lineage_unknown else None) if f]
+                             j.version and f"v{j.version}", "lineage unknown" if j.lineage_unknown else None,
+                             note) if f]
         label = j.key if indent == 0 else j.fqn
         lines.append(f"{pad}{label}" + (f"  [{', '.join(flags)}]" if flags else ""))
         for d in sorted(graph.dataset_key(d) for d in j.inputs):
@@ -57,6 +63,8 @@ def show_text(graph: Graph) -> str:
     roots = [j for j in graph.visible_jobs() if j.parent_id is None or j.parent_id not in visible]
     for j in roots:
         emit(j, 0)
+    for j in sorted(graph.visible_jobs(), key=lambda j: j.key):  # jobs whose parents form a cycle have no root
+        emit(j, 0, "in a parent cycle")
     lines.append(f"{len(visible)} jobs, {len(graph.datasets)} datasets")
     return "\n".join(lines) + "\n"
 

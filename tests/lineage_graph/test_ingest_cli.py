@@ -346,3 +346,14 @@ def test_a_run_id_reused_by_another_job_keeps_both_jobs(tmp_path, capsys):
     rc, out, _ = cli(capsys, "graph", "show", "--json")
     jobs = {j["key"]: (j["inputs"], j["outputs"], j["runs"]) for j in json.loads(out)["jobs"]}
     assert jobs == {"ns/jobA": (["db/a_in"], ["db/a_out"], 1), "ns/jobB": (["db/b_in"], ["db/b_out", "db/b_out2"], 1)}
+
+
+def test_jobs_whose_parents_form_a_cycle_are_still_shown(isolated_lineage_env, capsys):
+    write(isolated_lineage_env / "openlineage-events.jsonl", [
+        E(1, "a", "A", parent=("B", "b"), outputs=["a"]), E(2, "b", "B", parent=("A", "a"), inputs=["a"]),
+        E(3, "c", "C", parent=("A", "a"), inputs=["b"])])
+    rc, out, _ = cli(capsys, "graph", "show")
+    assert rc == 0
+    assert out.endswith("3 jobs, 2 datasets\n") and "in a parent cycle]" in out
+    assert sorted(line.split("  [")[0].strip().rsplit(".", 1)[-1].split("/")[-1] for line in out.splitlines()
+                  if "  [" in line) == ["A", "B", "C"]

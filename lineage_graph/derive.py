@@ -404,7 +404,8 @@ def task_dag(graph: Graph, level: str | int = "task") -> TaskDag:
             for (a, b), dsets in edges.items():
                 if a in inside and b in inside:
                     ds |= dsets
-            cycles.append({"tasks": sorted(comp, key=lambda t: graph.jobs[t].key), "datasets": sorted(ds)})
+            tasks = sorted(comp, key=lambda t: graph.jobs[t].key)
+            cycles.append({"tasks": tasks, "datasets": sorted(ds), "path": _cycle_path(tasks[0], inside, succ)})
     # longest-path levels over the condensation (Tarjan returns components in reverse topological order)
     comp_level = [0] * len(comps)
     for ci in range(len(comps) - 1, -1, -1):
@@ -416,6 +417,29 @@ def task_dag(graph: Graph, level: str | int = "task") -> TaskDag:
     levels = {n: comp_level[comp_of[n]] for n in nodes}
     return TaskDag({t: graph.jobs[t] for t in nodes}, dict(members), dict(inputs), dict(outputs), dict(edges),
                    levels, cycles)
+
+
+def _cycle_path(start: int, inside: set[int], succ: dict[int, list[int]]) -> list[int]:
+    """One cycle through ``start`` inside its strongly connected component, in the order its edges run
+    (``start, ..., start``): the shortest, found breadth first."""
+    came_from: dict[int, int] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for n in frontier:
+            for m in sorted(succ.get(n, ())):
+                if m not in inside:
+                    continue
+                if m == start:
+                    path = [n]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return [start, *reversed(path[:-1]), start] if n != start else [start, start]
+                if m not in came_from:
+                    came_from[m] = n
+                    nxt.append(m)
+        frontier = nxt
+    return [start]
 
 
 def _tarjan(nodes: list[int], succ: dict[int, list[int]]) -> list[list[int]]:

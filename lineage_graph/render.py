@@ -98,7 +98,7 @@ def dag_json(graph: Graph, dag: TaskDag, level: str | int) -> dict:
                   for t in sorted(dag.tasks, key=lambda t: (dag.levels[t], name[t]))],
         "edges": [{"from": name[a], "to": name[b], "datasets": sorted([dk[d] for d in ds])}
                   for (a, b), ds in sorted(dag.edges.items(), key=lambda e: (name[e[0][0]], name[e[0][1]]))],
-        "cycles": [{"tasks": [name[t] for t in c["tasks"]],
+        "cycles": [{"tasks": [name[t] for t in c["tasks"]], "path": [name[t] for t in c["path"]],
                     "datasets": sorted([dk[d] for d in c["datasets"]])} for c in dag.cycles],
     }
 
@@ -116,7 +116,7 @@ def dag_text(graph: Graph, dag: TaskDag, level: str | int) -> str:
             deps = f"  <- {', '.join(t['dependencies'])}" if t["dependencies"] else ""
             lines.append(f"  {t['task']}{deps}")
     for c in data["cycles"]:
-        lines.append(f"CYCLE: tasks {' -> '.join(c['tasks'])} through datasets {', '.join(c['datasets'])}")
+        lines.append(f"CYCLE: tasks {' -> '.join(c['path'])} through datasets {', '.join(c['datasets'])}")
     lines.append(f"{len(data['tasks'])} tasks, {len(data['edges'])} dependencies, {len(data['cycles'])} cycles")
     return "\n".join(lines) + "\n"
 

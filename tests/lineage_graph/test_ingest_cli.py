@@ -215,8 +215,16 @@ def test_cycle_exit_1(isolated_lineage_env, capsys):
           [E(1, "r1", "t1", inputs=["y"], outputs=["x"]), E(2, "r2", "t2", inputs=["x"], outputs=["y"])])
     rc, out, err = cli(capsys, "graph", "dag")
     assert rc == 1
-    assert "CYCLE: tasks ns/t1 -> ns/t2 through datasets db/x, db/y" in out
+    assert "CYCLE: tasks ns/t1 -> ns/t2 -> ns/t1 through datasets db/x, db/y" in out
     assert err == "cycle: tasks ns/t1, ns/t2; datasets db/x, db/y\n"
+
+
+def test_a_cycle_is_written_in_the_order_its_edges_run(isolated_lineage_env, capsys):
+    write(isolated_lineage_env / "openlineage-events.jsonl",
+          [E(1, "r1", "t1", inputs=["y"], outputs=["x"]), E(2, "r2", "t3", inputs=["x"], outputs=["z"]),
+           E(3, "r3", "t2", inputs=["z"], outputs=["y"])])
+    rc, out, _ = cli(capsys, "graph", "dag")
+    assert rc == 1 and "CYCLE: tasks ns/t1 -> ns/t3 -> ns/t2 -> ns/t1 through datasets db/x, db/y, db/z" in out
 
 
 def test_history_and_show(isolated_lineage_env, capsys):

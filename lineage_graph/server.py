@@ -65,6 +65,7 @@ class LineageServer(ThreadingHTTPServer):
         self.received = 0
         self._ingester: ingest.Ingester | None = None
         self._ingester_mark: tuple | None = None
+        self._graph: tuple[tuple, bytes] | None = None
 
     def ingester(self) -> ingest.Ingester:
         """The ingester of the POSTs (call with :attr:`lock` held). Kept between POSTs: building one reads every
@@ -78,6 +79,18 @@ class LineageServer(ThreadingHTTPServer):
         """After a POST's events are stored: what the ingester added is what the database holds."""
         self._ingester_mark = self.conn.execute(
             _MARK).fetchone()
+
+    def graph_json(self) -> bytes:
+        """``/api/graph``'s body (call with :attr:`lock` held): made again only when the database changed. The
+        live page asks for it every 2 s; at 100,000 jobs making it takes seconds, which every poll paid."""
+        from .html import graph_data
+
+        # data_version moves when another connection commits; our own POSTs count in `received`
+        mark = (self.conn.execute("PRAGMA data_version").fetchone()[0], self.received)
+        if self._graph is None or self._graph[0] != mark:
+            derive.refresh(self.conn)
+            self._graph = (mark, orjson.dumps(graph_data(self.conn)))
+        return self._graph[1]
 
     def forget_ingester(self) -> None:
         """After a failed POST: the ingester may hold ids of rows that were rolled back."""
@@ -180,7 +193,7 @@ class Handler(BaseHTTPRequestHandler):
                                       "duplicates": report.duplicates}))
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
-        from .html import graph_data, page
+        from .html import page
 
         path = self.path.split("?")[0]
         if path in ("/", "/index.html"):
@@ -190,8 +203,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, body, "text/html; charset=utf-8")
         elif path == "/api/graph":
             with self.server.lock:
-                derive.refresh(self.server.conn)
-                body = orjson.dumps(graph_data(self.server.conn))
+                body = self.server.graph_json()
             self._send(200, body)
         elif path == "/health":
             self._send(200, b'{"ok":true}')

@@ -136,3 +136,22 @@ def test_many_producers_posting_at_once_lose_nothing(server):
         t.join()
     assert statuses == [201] * n
     assert server.received == n
+
+
+def test_graph_answer_follows_posts_and_other_processes(server, tmp_path):
+    def keys():
+        return sorted(n["data"]["key"] for n in json.loads(request(server, "GET", "/api/graph")[1])["nodes"])
+
+    assert keys() == []
+    request(server, "POST", "/api/v1/lineage", json.dumps(E(1, "r1", "a", outputs=["x"])).encode(), AUTH)
+    assert keys() == ["db/x", "ns/a"]
+    assert keys() == ["db/x", "ns/a"]  # (made once, answered again)
+    events = tmp_path / "more.jsonl"
+    events.write_text(json.dumps(E(2, "r2", "b", inputs=["x"])) + "\n")
+    from lineage_graph import ingest
+    from lineage_graph.store import connect
+
+    other = connect(tmp_path / "graph.sqlite")
+    ingest.ingest(other, [events])
+    other.close()
+    assert keys() == ["db/x", "ns/a", "ns/b"]

@@ -65,6 +65,8 @@ class DialectRules:
     cte_self_reference_recursive: bool = False
     # Token rewrite for grammar sqlglot's parser of this dialect lacks (see harvesters/sql_tsql.py).
     token_fix: TokenFix | None = None
+    # When set, the token fix runs only on a text this matches (a cheap test on the text: most texts need no fix)
+    token_fix_when: re.Pattern[str] | None = None
     # Dialects tried, in order, when this dialect's parser rejects a statement (logs hold SQL that is
     # valid for the server but outside sqlglot's grammar for it).
     fallbacks: tuple[str, ...] = ()
@@ -171,6 +173,7 @@ DIALECTS: dict[str, DialectRules] = {
         use_database_resets_schema=True,
         batch_separator=_SNOWSQL_COMMAND,
         token_fix=_snowflake_quote_bodies,  # a procedure body written without $$: see snowflake_scripting.py
+        token_fix_when=re.compile(r"\b(?:BEGIN|DECLARE)\b", re.IGNORECASE),  # what opens an unquoted body
         # TEMP, LOCAL/GLOBAL TEMP[ORARY] and VOLATILE are all TEMPORARY in Snowflake (sqlglot reads GLOBAL
         # TEMPORARY and VOLATILE, not LOCAL); TRANSIENT tables persist (no Fail-safe only): datasets.
         temporary_properties=(exp.TemporaryProperty, exp.VolatileProperty),

@@ -102,22 +102,52 @@ def job_namespace(arg: str | None) -> str:
 
 
 class _StdoutTransport:
-    """--dry-run: events as JSON lines on stdout."""
+    """--dry-run: events as JSON lines on stdout. A reader that stops reading (``| head``) ends the output, not
+    the harvest: nothing of a dry run is kept, so nothing is lost."""
+
+    def __init__(self) -> None:
+        self.reader_gone = False
 
     def emit(self, event: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(event, sort_keys=True) + "\n")
+        if self.reader_gone:
+            return
+        try:
+            sys.stdout.write(json.dumps(event, sort_keys=True) + "\n")
+        except BrokenPipeError:
+            self._stop_writing()
 
     def close(self) -> None:
-        sys.stdout.flush()
+        if not self.reader_gone:
+            try:
+                sys.stdout.flush()
+            except BrokenPipeError:
+                self._stop_writing()
+
+    def _stop_writing(self) -> None:
+        # what is still buffered would fail again at exit: stdout goes to /dev/null (Python's advice for SIGPIPE)
+        self.reader_gone = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def make_emitter(conf: list[str], dry_run: bool) -> Any:
-    """The emitter from the OpenLineage configuration (raises ValueError on a bad one)."""
+    """The emitter from the OpenLineage configuration (raises ValueError on a bad one). A dry run's emitter has a
+    spool of its own, removed with it: the configured destination's spool is neither replayed to stdout (its
+    events would never reach their backend) nor added to."""
     from emitter.config import load_config, parse_overrides
     from emitter.emitter import Emitter
 
     config = load_config(parse_overrides(conf))
-    return Emitter(config, transport=_StdoutTransport()) if dry_run else Emitter(config, delivery_process=True)
+    if not dry_run:
+        return Emitter(config, delivery_process=True)
+    import tempfile
+    import weakref
+
+    scratch = tempfile.TemporaryDirectory(prefix="lineage-capture-dry-run-")
+    emitter = Emitter(attrs.evolve(config, spool_dir=Path(scratch.name)), transport=_StdoutTransport())
+    weakref.finalize(emitter, scratch.cleanup)  # the scratch spool lives (and is removed) with the emitter
+    return emitter
 
 
 class Progress:
@@ -171,9 +201,10 @@ def summary_line(label: str, harvest: Any, grouper: Any, open_runs: int, note: s
 
 
 @contextlib.contextmanager
-def state_lock(label: str, args: argparse.Namespace) -> Iterator[bool]:
+def state_lock(label: str, args: argparse.Namespace) -> Iterator[bool | None]:
     """Hold the state file's lock for the harvest (none without ``--state`` or with ``--dry-run``). Yields False,
-    after saying so, when another harvest holds it: that harvest covers the input, so this one does nothing."""
+    after saying so, when another harvest holds it: that harvest covers the input, so this one does nothing; None,
+    after saying why, when the lock cannot be taken at all (the state's directory is unusable)."""
     from harvesters.core.state import HarvestLock, LockBusy
 
     lock = HarvestLock(args.state) if args.state and not args.dry_run else None
@@ -183,6 +214,10 @@ def state_lock(label: str, args: argparse.Namespace) -> Iterator[bool]:
         except LockBusy as error:
             print(f"{label}: {error}; nothing done (that harvest covers the input)", file=sys.stderr)
             yield False
+            return
+        except StateError as error:
+            print(f"{label}: {error}", file=sys.stderr)
+            yield None
             return
     try:
         yield True
@@ -203,7 +238,13 @@ def finish_harvest(label: str, args: argparse.Namespace, emitter: Any, checkpoin
         print(summary_line(label, harvest, grouper, grouper.open_count, note), file=sys.stderr)
         return EXIT_SKIPPED
     if args.state and not args.dry_run:
-        checkpoint.commit()
+        try:
+            checkpoint.commit()
+        except OSError as error:  # delivered, but the next harvest will read the same input again
+            note = (f"state NOT saved to {args.state} ({error.strerror or error}): the next harvest sends the same "
+                    "events again")
+            print(summary_line(label, harvest, grouper, grouper.open_count, note), file=sys.stderr)
+            return EXIT_SKIPPED
         note = f"state saved to {args.state}"
     else:
         note = "dry run, state untouched" if args.dry_run and args.state else "no state kept"
@@ -259,8 +300,6 @@ class HarvestSource(Protocol):
 def run_harvest(make_source: Callable[[argparse.Namespace], HarvestSource], label: str,
                 args: argparse.Namespace) -> int:
     """Validate, lock, build the emitter, resume, harvest, save the state and print the summary: the exit code."""
-    from harvesters.core.tasks import TaskGrouper
-
     try:
         source = make_source(args)
         checkpoint = Checkpoint.load(args.state, source.state_name)
@@ -269,35 +308,44 @@ def run_harvest(make_source: Callable[[argparse.Namespace], HarvestSource], labe
         return EXIT_USAGE
 
     with state_lock(label, args) as free:
+        if free is None:
+            return EXIT_USAGE
         if not free:
             return EXIT_OK
-        try:
-            emitter = make_emitter(args.conf, args.dry_run)
-        except ValueError as error:
-            print(f"{label}: {error}", file=sys.stderr)
-            return EXIT_USAGE
-        grouper = TaskGrouper(emitter.emit, job_namespace(args.namespace), source.integration, args.idle_gap)
-        grouper.parent_namespace = getattr(args, "parent_namespace", None) or grouper.job_namespace
-        grouper.restore(checkpoint.last.get("open_runs", ()))
-        progress = Progress(label)
-        try:
-            harvested = source.harvest(grouper, checkpoint, progress)
-        except UsageError as error:
-            print(f"{label}: {error}", file=sys.stderr)
-            emitter.close()
-            return EXIT_USAGE
-        except Exception as error:  # noqa: BLE001 - a live source may fail in many ways; nothing is committed
-            from emitter.redact import redact
+        return _harvest(source, checkpoint, label, args)
 
-            print(f"{label}: reading failed ({type(error).__name__}: {redact(str(error))}); state not advanced",
-                  file=sys.stderr)
-            emitter.close()
-            return EXIT_USAGE
-        progress.done()
-        if args.state:
-            grouper.close_idle(harvested.clock)
-            checkpoint.current["open_runs"] = grouper.open_runs_state()
-            source.save_state(checkpoint.current, harvested)
-        else:
-            grouper.close_all()  # no next harvest to continue them
-        return finish_harvest(label, args, emitter, checkpoint, harvested.harvest, grouper, harvested.note)
+
+def _harvest(source: HarvestSource, checkpoint: Checkpoint, label: str, args: argparse.Namespace) -> int:
+    """The run sequence once the state is locked."""
+    from harvesters.core.tasks import TaskGrouper
+
+    try:
+        emitter = make_emitter(args.conf, args.dry_run)
+    except ValueError as error:
+        print(f"{label}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    grouper = TaskGrouper(emitter.emit, job_namespace(args.namespace), source.integration, args.idle_gap)
+    grouper.parent_namespace = getattr(args, "parent_namespace", None) or grouper.job_namespace
+    grouper.restore(checkpoint.last.get("open_runs", ()))
+    progress = Progress(label)
+    try:
+        harvested = source.harvest(grouper, checkpoint, progress)
+    except UsageError as error:
+        print(f"{label}: {error}", file=sys.stderr)
+        emitter.close()
+        return EXIT_USAGE
+    except Exception as error:  # noqa: BLE001 - a live source may fail in many ways; nothing is committed
+        from emitter.redact import redact
+
+        print(f"{label}: reading failed ({type(error).__name__}: {redact(str(error))}); state not advanced",
+              file=sys.stderr)
+        emitter.close()
+        return EXIT_USAGE
+    progress.done()
+    if args.state:
+        grouper.close_idle(harvested.clock)
+        checkpoint.current["open_runs"] = grouper.open_runs_state()
+        source.save_state(checkpoint.current, harvested)
+    else:
+        grouper.close_all()  # no next harvest to continue them
+    return finish_harvest(label, args, emitter, checkpoint, harvested.harvest, grouper, harvested.note)

@@ -311,17 +311,23 @@ class HarvestLock:
         """Take the lock or raise LockBusy naming the holder's pid."""
         import filelock  # deferred: only harvests that keep a state take the lock
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         lock = filelock.FileLock(self.path, timeout=0)
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             lock.acquire()
-        except filelock.Timeout:
+        except filelock.Timeout:  # (first: it is an OSError too)
             try:
                 holder = self.pid_path.read_text(encoding="utf-8").strip() or "?"
             except OSError:
                 holder = "?"
             raise LockBusy(f"another harvest (pid {holder}) holds {self.path}") from None
-        self.pid_path.write_text(str(os.getpid()), encoding="utf-8")
+        except OSError as error:  # a file where the directory should be, a read-only or full disk
+            raise StateError(f"cannot lock the state next to {self.path}: {error.strerror or error}") from None
+        try:
+            self.pid_path.write_text(str(os.getpid()), encoding="utf-8")
+        except OSError as error:
+            lock.release()
+            raise StateError(f"cannot write {self.pid_path}: {error.strerror or error}") from None
         self._lock = lock
 
     def release(self) -> None:

@@ -5,6 +5,7 @@ Events go to the file transport in tmp_path and are checked exactly and against 
 from __future__ import annotations
 
 import json
+import os
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -416,6 +417,93 @@ def test_dry_run_prints_events_and_keeps_no_state(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert [json.loads(line)["eventType"] for line in out] == ["START", "START", "COMPLETE", "COMPLETE"]
     assert not state.exists()
+
+
+def test_dry_run_neither_replays_nor_adds_to_the_real_spool(tmp_path, capsys):
+    # a harvest with the backend down spools its events; a dry run afterwards (same configuration) must leave
+    # them for the backend, not print them and empty the spool
+    log = write_log(tmp_path / "log.xml", [GOOD])
+    down = ["transport.type=http", f"transport.url=http://127.0.0.1:{free_port()}", "transport.retry.total=0",
+            f"spool.dir={tmp_path / 'spool'}"]
+    code, _ = harvest(tmp_path, "--xml", str(log), "--state", str(tmp_path / "state.json"), conf=down)
+    spooled = sorted(p.read_bytes() for p in (tmp_path / "spool").rglob("*") if p.is_file())
+    assert code == 3 and spooled
+    capsys.readouterr()
+    other = write_log(tmp_path / "other.xml", [GOOD2])
+    assert main(["sqlserver", "--server", SERVER, "--xml", str(other), "--dry-run",
+                 *[a for c in down for a in ("--conf", c)]]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [json.loads(line)["job"]["name"] for line in out] == [  # other.xml's, none of the spool's
+        "python_task.task1", "python_task.task1.insert_sales_dbo_c", "python_task.task1.insert_sales_dbo_c",
+        "python_task.task1"]
+    assert sorted(p.read_bytes() for p in (tmp_path / "spool").rglob("*") if p.is_file()) == spooled
+
+
+def test_dry_run_into_a_reader_that_stops_early_keeps_nothing(tmp_path):
+    # `harvest ... --dry-run | head -1`: the README's way to look first; the events the reader did not take are
+    # neither an error nor spooled for the configured backend
+    import subprocess
+    import sys
+
+    log = write_log(tmp_path / "log.xml", [GOOD, GOOD2] * 50)
+    spool = tmp_path / "spool"
+    env = {**os.environ, "LINEAGE_CAPTURE_STATE_DIR": str(tmp_path / "state-dir"),
+           "OPENLINEAGE_URL": f"http://127.0.0.1:{free_port()}"}
+    pipeline = subprocess.run(
+        f"{sys.executable} -m harvesters.cli sqlserver --server {SERVER} --xml {log} --dry-run "
+        f"--conf spool.dir={spool} | head -1", shell=True, env=env, capture_output=True, text=True, timeout=120,
+        cwd=Path(__file__).resolve().parents[3])
+    assert json.loads(pipeline.stdout)["eventType"] == "START"
+    assert "Traceback" not in pipeline.stderr and "not delivered" not in pipeline.stderr, pipeline.stderr
+    assert not [p for p in spool.rglob("*") if p.is_file()] and not (tmp_path / "state-dir").exists()
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "read-only"])
+def test_an_unusable_state_directory_is_a_usage_error(tmp_path, capsys, where):
+    log = write_log(tmp_path / "log.xml", [GOOD])
+    if where == "under-a-file":
+        (tmp_path / "afile").write_text("")
+        state = tmp_path / "afile" / "state.json"
+    else:
+        (tmp_path / "ro").mkdir()
+        state = tmp_path / "ro" / "state.json"
+        subprocess_run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(tmp_path / "ro")])
+    try:
+        code, events = harvest(tmp_path, "--xml", str(log), "--state", str(state))
+    finally:
+        if where == "read-only":
+            subprocess_run(["umount", str(tmp_path / "ro")])
+    err = capsys.readouterr().err
+    assert (code, events) == (2, [])
+    assert err.startswith("harvest sqlserver: cannot lock the state next to") and "Traceback" not in err
+
+
+def test_a_state_that_cannot_be_written_keeps_the_old_one_and_says_so(tmp_path, capsys):
+    # the disk full at the state's write: the events were delivered, the old state stays (the next harvest sends
+    # them again: duplicates, nothing lost), no temp file is left behind, the summary line says it
+    log = write_log(tmp_path / "log.xml", [GOOD])
+    full = tmp_path / "full"
+    full.mkdir()
+    subprocess_run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(full)])
+    try:
+        (full / "filler").write_bytes(b"x" * 12288)
+        state = full / "state.json"
+        code, events = harvest(tmp_path, "--xml", str(log), "--state", str(state))
+        left = sorted(p.name for p in full.iterdir())
+    finally:
+        subprocess_run(["umount", str(full)])
+    err = capsys.readouterr().err
+    assert (code, len(events)) == (1, 4)
+    assert "state NOT saved to" in err and "Traceback" not in err
+    assert left == ["filler", "state.json.lock", "state.json.lock.pid"]
+
+
+def subprocess_run(argv: list[str]) -> None:
+    import subprocess
+
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode:
+        pytest.skip(f"{' '.join(argv)}: {done.stderr.strip()} (needs root, as CI is)")
 
 
 # ---- cron behaviour: state, resume, lock ----------------------------------------------------------------

@@ -120,6 +120,10 @@ def _target(config: EmitterConfig, spool: Any, to_configured: bool) -> dict[str,
 
     configured = dict(config.transport or {})
     recorded = spool.destination
+    if spool.destination_unreadable and not to_configured:
+        raise ValueError(f"the spool {spool.directory} does not say where its events were going (its "
+                         "destination.json is damaged): not replayed; pass --to-configured to send them to the "
+                         f"configured transport ({_where(describe_destination(configured))})")
     if recorded is None or recorded == describe_destination(configured) or to_configured:
         return configured
     if config.source == "embedded default":

@@ -155,6 +155,7 @@ class Spool:
     def __init__(self, directory: Path, max_bytes: int, destination: Mapping[str, Any] | None = None) -> None:
         self.root = Path(directory)
         self.destination = dict(destination) if destination is not None else None
+        self.destination_unreadable = False  #: (set by spools_under) its recorded destination is damaged
         self.directory = self.root / destination_key(destination) if destination is not None else self.root
         self.max_bytes = max_bytes
         self.events_path = self.directory / "events.jsonl"
@@ -439,6 +440,13 @@ def _truncate(fd: int, size: int) -> None:
         log.warning("a torn record could not be cut off the lineage spool; the next append ends it")
 
 
+def _complete(destination: Mapping[str, Any] | None) -> bool:
+    if not destination or not isinstance(destination.get("type"), str):
+        return False
+    needs = {"http": "url", "file": "location"}.get(destination["type"])
+    return needs is None or isinstance(destination.get(needs), str)
+
+
 def spools_under(root: Path, max_bytes: int) -> list[Spool]:
     """Every spool kept under ``root``: one per destination sub-directory, plus ``root`` itself when an older
     version spooled there. Their ``destination`` is what each recorded (None when unknown)."""
@@ -452,6 +460,9 @@ def spools_under(root: Path, max_bytes: int) -> list[Spool]:
         destination = spool.read_destination()
         if destination is not None or spool.events_path.exists() or spool.dead_letters_path.exists():
             spool.destination = destination
+            # a destination's sub-directory always records it: none, or one without its address, is a damaged
+            # file (the events' destination is unknown, not "whatever is configured")
+            spool.destination_unreadable = not _complete(destination)
             found.append(spool)
     legacy = Spool(root, max_bytes)
     if legacy.events_path.exists() or legacy.dead_letters_path.exists():

@@ -229,3 +229,26 @@ def test_file_transport_lines_reach_the_file_without_a_next_event(tmp_path):
         time.sleep(0.05)
     assert [e["run"]["runId"] for e in read_events(out)] == [r.run_id for r in records]
     emitter.close()
+
+
+@pytest.mark.parametrize("damage", [b"garbage{", b"", b"[]", b'{"type": "http"}', b'{"url": "http://x"}'])
+def test_a_spool_whose_destination_is_damaged_is_not_replayed_elsewhere(tmp_path, capsys, damage):
+    # its events were going to some backend: a damaged destination.json must not send them to whatever the
+    # replay happens to have configured (the embedded default file), nor crash; --to-configured is the way out
+    port = free_port()
+    conf = {**http_conf(f"http://127.0.0.1:{port}"), "spool.dir": str(tmp_path / "spool")}
+    emitter = Emitter.from_config(conf)
+    records = numbered_records(2)
+    for record in records:
+        emitter.emit(record)
+    emitter.close()
+    (destination,) = (tmp_path / "spool").glob("http-*/destination.json")
+    destination.write_bytes(damage)
+    with Backend(port) as backend:
+        assert replay_main(["--conf", f"spool.dir={tmp_path / 'spool'}"]) == 2
+        err = capsys.readouterr().err
+        assert "does not say where its events were going" in err and "Traceback" not in err
+        assert backend.events == []
+        argv = [arg for k, v in conf.items() for arg in ("--conf", f"{k}={v}")]
+        assert replay_main([*argv, "--to-configured"]) == 0
+    assert [key(e) for e in backend.events] == [(r.run_id, r.event_type) for r in records]

@@ -25,6 +25,7 @@ events (a JSON array), ``F`` flush, ``R`` replay, ``X`` close. From the child: `
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -256,6 +257,20 @@ class _PipeLogHandler(logging.Handler):
             pass
 
 
+def _answer(out: IO[bytes], lock: threading.Lock, report: dict[str, Any]) -> None:
+    """A ``K`` frame to the harvest. A harvest that is gone (killed) closed the pipe: no answer then, and no
+    traceback in the cron log; this child goes on keeping what it was handed (delivered or spooled)."""
+    with lock:
+        try:
+            _write_frame(out, b"K", orjson.dumps(report))
+            out.flush()
+        except (BrokenPipeError, ValueError):  # (ValueError: the stream was already closed here)
+            with contextlib.suppress(OSError, ValueError):  # what is buffered would fail again at exit
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, out.fileno())
+                os.close(devnull)
+
+
 def serve() -> None:
     """The child: configuration, then events, until ``X`` or the end of input (the harvest ended): everything
     it was given is delivered, spooled or set aside before it exits."""
@@ -281,9 +296,7 @@ def serve() -> None:
         return create_transport(transport_config, announce=False)
 
     delivery = Delivery(make(), spool, settings["retry_after"], settings["width"], make, legacy_spool=legacy)
-    with lock:
-        _write_frame(out, b"K", orjson.dumps(attrs.asdict(delivery.counts)))  # ready: events may come
-        out.flush()
+    _answer(out, lock, attrs.asdict(delivery.counts))  # ready: events may come
     delivery.replay()  # the spool of an earlier run first, before anything new
     while (frame := _read_frame(source)) is not None:
         kind, payload = frame
@@ -297,10 +310,7 @@ def serve() -> None:
             delivery.close()
         else:
             delivery.flush()
-        report = {**attrs.asdict(delivery.counts), "spool_error": delivery.spool_error}
-        with lock:
-            _write_frame(out, b"K", orjson.dumps(report))
-            out.flush()
+        _answer(out, lock, {**attrs.asdict(delivery.counts), "spool_error": delivery.spool_error})
         if kind == b"X":
             return
     delivery.close()  # the harvest is gone: keep what it handed over

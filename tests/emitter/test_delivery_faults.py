@@ -687,3 +687,29 @@ def event_dict_of(record: RunRecord) -> dict:
     from emitter.serialize import event_dict
 
     return event_dict(record)
+
+
+def test_sigterm_while_the_backend_hangs_spools_everything_quietly(tmp_path):
+    """A harvest stopped with SIGTERM (cron's timeout) while the backend hangs: its delivery process keeps what
+    it was handed (all of it in the spool afterwards, nothing torn) and writes no traceback into the cron log
+    when it finds the harvest gone."""
+    log = make_log(tmp_path / "log.xml", 300)
+    expected = reference_keys(tmp_path, log)
+    with Backend(hang=True) as backend:
+        settings = conf(backend.url, **{"spool.dir": str(tmp_path / "spool"), "transport.timeout": "1"})
+        code = "import sys\nfrom harvesters.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+        process = subprocess.Popen([sys.executable, "-c", code, "sqlserver", "--xml", str(log), "--server", "db01",
+                                    "--state", str(tmp_path / "state.json"), *argv_of(settings)],
+                                   cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not backend.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)  # its pipe closes when the delivery process is done too
+    assert "Traceback" not in stderr, stderr
+    (spool,) = spools_under(tmp_path / "spool", 1 << 30)
+    with open(spool.events_path, "rb") as f:
+        spooled = [decode_record(r) for r in f]
+    assert all(r is not None for r in spooled)
+    assert set(keys(spooled)) <= set(expected)
+    assert not (tmp_path / "state.json").exists()

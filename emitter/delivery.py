@@ -52,6 +52,7 @@ class Counts:
     replayed: int = 0  # spooled earlier (by this or another process) and now delivered
     dropped: int = 0  # lost: the spool was full or unwritable, or an event could not be built
     dead_lettered: int = 0  # rejected by the backend for good; kept in the dead-letter file
+    corrupt: int = 0  # spooled records a replay found torn or corrupt and skipped: their events are lost
 
     def copy(self) -> Counts:
         return attrs.evolve(self)
@@ -280,11 +281,13 @@ class Delivery:
         for spool in (self.legacy_spool, self.spool):
             if spool is None or pending:
                 continue
+            corrupt = spool.corrupt
             try:
                 _, pending = spool.replay(self._replay_one)
             except SpoolError as error:
                 self._spool_failed(error, lost=0)
                 pending = spool.pending_bytes() or 1
+            self.counts.corrupt += spool.corrupt - corrupt
         if pending:
             self._blocked_until = time.monotonic() + self.retry_after
         self._diverting = bool(pending)

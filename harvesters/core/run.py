@@ -254,9 +254,9 @@ def finish_harvest(label: str, args: argparse.Namespace, emitter: Any, checkpoin
     if window_note:
         note = f"{window_note}; {note}"
     print(summary_line(label, harvest, grouper, grouper.open_count if args.state else 0, note), file=sys.stderr)
-    if undelivered:
+    if undelivered and (emitter.spool.pending_bytes() or counts.dead_lettered):
         return EXIT_SPOOLED
-    return EXIT_SKIPPED if harvest.counts.to_look_at() else EXIT_OK
+    return EXIT_SKIPPED if harvest.counts.to_look_at() or counts.corrupt else EXIT_OK
 
 
 def delivery_note(counts: Any, emitter: Any) -> str:
@@ -269,6 +269,8 @@ def delivery_note(counts: Any, emitter: Any) -> str:
     if counts.dead_lettered:
         parts.append(f"{counts.dead_lettered} events refused by the backend and set aside "
                      f"(`lineage-capture replay --dead-letters list`)")
+    if counts.corrupt:
+        parts.append(f"{counts.corrupt} torn or corrupt spool records skipped (their events are lost)")
     return "; ".join(parts)
 
 

@@ -713,3 +713,22 @@ def test_sigterm_while_the_backend_hangs_spools_everything_quietly(tmp_path):
     assert all(r is not None for r in spooled)
     assert set(keys(spooled)) <= set(expected)
     assert not (tmp_path / "state.json").exists()
+
+
+def test_a_harvest_counts_the_spool_records_it_could_not_read(tmp_path):
+    """A spooled record damaged on disk is skipped by the next harvest's replay (the rest is delivered, in order):
+    its event is lost, which the summary line says, and the exit code asks for a look (1)."""
+    log = make_log(tmp_path / "log.xml", 20)
+    port = free_port()
+    settings = conf(f"http://127.0.0.1:{port}", **{"spool.dir": str(tmp_path / "spool")})
+    first = run_harvest(log, tmp_path / "state.json", settings)
+    assert first.returncode == 3, first.stderr
+    (spool,) = spools_under(tmp_path / "spool", 1 << 30)
+    lines = spool.events_path.read_bytes().splitlines(keepends=True)
+    lines[3] = lines[3][:20] + b"#" + lines[3][21:]  # one flipped byte: its checksum no longer holds
+    spool.events_path.write_bytes(b"".join(lines))
+    with Backend(port) as backend:
+        second = run_harvest(log, tmp_path / "state.json", settings)
+    assert second.returncode == 1, second.stderr
+    assert "1 torn or corrupt spool records skipped (their events are lost)" in second.stderr.splitlines()[-1]
+    assert len(backend.events) == len(lines) - 1

@@ -6,6 +6,7 @@ Every record read is either harvested or counted here with a reason (``unreadabl
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
 import attrs
@@ -16,6 +17,19 @@ if TYPE_CHECKING:
 
 class UsageError(Exception):
     """A configuration mistake the user must fix (exit code 2)."""
+
+
+def check_input_files(names: Iterable[str]) -> None:
+    """Raise :class:`UsageError` naming the first input that is not a regular file ('-' is stdin)."""
+    import os
+
+    for name in names:
+        if name == "-" or os.path.isfile(name):
+            continue
+        if not os.path.exists(name):
+            raise UsageError(f"no such file: {name}")
+        kind = "a directory" if os.path.isdir(name) else "not a regular file"
+        raise UsageError(f"{name}: {kind}; give the export file itself")
 
 
 @attrs.frozen

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from harvesters.core.outcome import UsageError
+from harvesters.core.outcome import UsageError, check_input_files
 from harvesters.core.run import (
     EXIT_CODES_HELP,
     Harvested,
@@ -145,15 +145,21 @@ class SnowflakeSource:
 def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, checkpoint: Any,
                    previous_end: datetime | None, now: datetime, progress: Any) -> tuple[Any, timedelta, Any, datetime]:
     """Offline: the export files, from the previous harvest's end minus the overlap (or --since) to --until."""
-    import os
-
     from harvesters.core.background import worth_a_second_process
     from harvesters.core.state import Window, closing_clock
-    from harvesters.snowflake.history import Harvest, SeenQueries, read_history_files, read_history_files_background
+    from harvesters.snowflake.history import (
+        Harvest,
+        SeenQueries,
+        not_history_export,
+        read_history_files,
+        read_history_files_background,
+    )
 
+    check_input_files(args.history)
     for name in args.history:
-        if name != "-" and not os.path.isfile(name):
-            raise UsageError(f"no such file: {name}")
+        problem = None if name == "-" else not_history_export(name)
+        if problem:
+            raise UsageError(f"{name}: {problem}")
     overlap = args.overlap if args.overlap is not None else OFFLINE_OVERLAP
     start = args.since if args.since is not None else (previous_end - overlap if previous_end else None)
     seen = SeenQueries(checkpoint.last.get("seen"), overlap)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import csv
 import heapq
 import io
+import itertools
 import json
 import re
 import sys
@@ -1021,6 +1022,21 @@ class Harvest:
                     error = {"errorMessage": error_message_run.ErrorMessageRunFacet(
                         message=call.error_message or "procedure failed", programmingLanguage="SQL")}
             self.grouper.end_module(query_id, end, call.failed, error)
+
+
+def not_history_export(path: str) -> str | None:
+    """Why ``path`` cannot be a history export, judged from its first non-blank line (None when it may be, or is
+    empty): a CSV export's header names QUERY_ID; JSON lines start with ``{``."""
+    with open_history(path) as stream:
+        for line in itertools.islice(stream, 1000):
+            if not line.strip():
+                continue
+            if line.lstrip().startswith("{"):
+                return None
+            names = {name.strip().upper() for name in next(csv.reader([line]), [])}
+            return None if "QUERY_ID" in names else \
+                "not a QUERY_HISTORY export (JSON lines, or CSV whose header line names QUERY_ID)"
+    return None
 
 
 def open_history(path: str) -> IO[str]:

@@ -18,7 +18,7 @@ from collections.abc import Generator, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from harvesters.core.outcome import UsageError
+from harvesters.core.outcome import UsageError, check_input_files
 from harvesters.core.run import EXIT_CODES_HELP, Harvested, Progress, add_common_options, instant, run_harvest
 from harvesters.core.state import Checkpoint
 
@@ -115,9 +115,7 @@ class SqlServerSource:
             if self.live else None
         if args.xml and args.state and "-" in args.xml:
             raise UsageError("--state cannot keep a position in stdin ('--xml -')")
-        missing = [name for name in args.xml or () if name != "-" and not os.path.isfile(name)]
-        if missing:
-            raise UsageError(f"no such file: {', '.join(missing)}")
+        check_input_files(args.xml or ())
         for name in args.xml or ():
             problem = None if name == "-" else not_event_xml(name)
             if problem:

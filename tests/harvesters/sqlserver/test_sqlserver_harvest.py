@@ -390,6 +390,8 @@ def test_bad_input_is_counted_and_skipped(tmp_path, capsys, lines, code, fragmen
 USAGE_CASES = [
     ([], "give --xml FILE"),
     (["--xml", "/nonexistent.xml"], "no such file"),
+    (["--xml", "/tmp"], "/tmp: a directory; give the export file itself"),
+    (["--xml", "/dev/null"], "/dev/null: not a regular file"),
     (["--xml", "x.xml", "--dsn", "prod"], "give --xml FILE"),
     (["--connection-string", "Driver=x;Server=db01;PWD=secret"], "contains a password"),
     (["--dsn", "prod", "--password-env", "NOT_SET_ANYWHERE_42"], "NOT_SET_ANYWHERE_42"),

@@ -15,7 +15,11 @@ import attrs
 
 from .store import blob_ids, ids_blob
 
-CONTAINER_TYPES = frozenset({"DAG"})
+# (jobType, integration or None for any): jobs that only group the schedulable ones below them. An Airflow DAG
+# groups its tasks; dbt's run of a project (jobType JOB, integration DBT: `dbt-run-<project>`) groups its models,
+# which are the units a lineage-driven schedule orders (`dbt run --select <model>`). Under an Airflow task, the
+# task stays the unit: it is the top-most job that is not a container.
+CONTAINER_TYPES = frozenset({("DAG", None), ("JOB", "DBT")})
 
 
 @attrs.define
@@ -223,8 +227,11 @@ class Job:
 
     @property
     def is_container(self) -> bool:
-        """A DAG (jobType DAG) or a parent known only from its children's ParentRun facets."""
-        return (self.job_type or "").upper() in CONTAINER_TYPES or self.nruns == 0
+        """A DAG, a dbt run (see :data:`CONTAINER_TYPES`) or a parent known only from its children's ParentRun
+        facets."""
+        job_type = (self.job_type or "").upper()
+        return self.nruns == 0 or (job_type, None) in CONTAINER_TYPES \
+            or (job_type, (self.integration or "").upper()) in CONTAINER_TYPES
 
 
 @attrs.define

@@ -140,7 +140,27 @@ HARVESTED = [  # a harvested task with two statements; a temp table flows betwee
       outputs=["Sales.dbo.Mart"]),
 ]
 
+def _dbt(parent: tuple[str, str] | None = None) -> list[dict]:
+    """dbt-ol's events of one `dbt run` (the project's run, jobType JOB / DBT, and its models, MODEL), between two
+    harvested SQL Server tasks: m1 reads what task1 writes, task2 reads m1's table, m2 reads task2's."""
+    run = E(10, "dbtrun", "dbt-run-proj", ns="dbt", job_type="JOB", integration="DBT", parent=parent)
+    model = {"parent": ("dbt-run-proj", "dbtrun", "dbt"), "ns": "dbt", "job_type": "MODEL", "integration": "DBT"}
+    return [E(1, "t1", "task1", ns="mssql", job_type="TASK", inputs=["X"], outputs=["A"]), run,
+            E(11, "m1", "Stage.dbo.m1", inputs=["A"], outputs=["B"], **model),
+            E(12, "m2", "Stage.dbo.m2", inputs=["C"], outputs=["D"], **model),
+            E(20, "t2", "task2", ns="mssql", job_type="TASK", inputs=["B"], outputs=["C"])]
+
+
 DAGS = [
+    pytest.param(_dbt(), "task", ({"task1": 0, "dbt-run-proj.Stage.dbo.m1": 1, "task2": 2,
+                                   "dbt-run-proj.Stage.dbo.m2": 3},
+                                  [("dbt-run-proj.Stage.dbo.m1", "task2"), ("task1", "dbt-run-proj.Stage.dbo.m1"),
+                                   ("task2", "dbt-run-proj.Stage.dbo.m2")], []),
+                 id="dbt-models-are-tasks-beside-harvested-ones"),
+    pytest.param([E(0, "dr", "dag", ns="dbt", job_type="DAG", integration="AIRFLOW"),
+                  E(1, "at", "dag.dbt_task", ns="dbt", job_type="TASK", integration="AIRFLOW", parent=("dag", "dr")),
+                  *_dbt(parent=("dag.dbt_task", "at"))[1:4]], "task",
+                 ({"dag.dbt_task": 0}, [], []), id="dbt-run-under-an-airflow-task-folds-into-it"),
     pytest.param(HARVESTED, "task", ({"python_task::task1": 0, "python_task::task2": 1, "python_task::task3": 2},
                                      [("python_task::task1", "python_task::task2"),
                                       ("python_task::task1", "python_task::task3"),

@@ -63,7 +63,7 @@ class Emitter:
         """``delivery_process``: deliver over HTTP from a second process (:mod:`emitter.delivery_process`) when
         the machine has a second core; for a process that does nothing else, like a harvest."""
         self.config = config
-        # One spool per destination (recorded with it): `emitter replay` sends its events where they were going.
+        # One spool per destination (recorded with it): `lineage-capture replay` sends its events where they were going.
         self.spool = Spool(config.spool_dir, config.spool_max_bytes, describe_destination(config.transport))
         self.retry_after = retry_after
         self._transport = transport

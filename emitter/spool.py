@@ -5,7 +5,7 @@ Layout: one sub-directory of ``spool.dir`` per destination (``http-1a2b3c4d5e6f/
 must be kept, holding
 
 - ``destination.json``: where its events were going (transport type, URL or file, never a secret), so that
-  ``emitter replay`` sends them there and not to whatever the replaying process happens to be configured for;
+  ``lineage-capture replay`` sends them there and not to whatever the replaying process happens to be configured for;
 - ``events.jsonl``: one record per line, ``<crc32 of the JSON, 8 hex digits> <JSON event>\\n``, appended under the
   lock; a record whose checksum does not match (a write torn by a crash or a full disk) is detected, counted and
   skipped, and an append after a torn tail first ends that tail with a newline, so a torn record never merges
@@ -13,10 +13,10 @@ must be kept, holding
 - ``events.offset``: bytes of ``events.jsonl`` already re-delivered (replaced atomically), so a crash mid-replay
   re-sends at most the events of the last fraction of a second;
 - ``dead-letters.jsonl``: events the backend rejected permanently (a 4xx other than 408/429), each with the
-  backend's status and answer, same record format; ``emitter replay --dead-letters`` lists, retries or
+  backend's status and answer, same record format; ``lineage-capture replay --dead-letters`` lists, retries or
   discards them;
 - ``spool.lock``: a filelock held for every change to these files, never for longer than one read or write
-  (a Spark driver, a cron harvester and ``emitter replay`` may share one spool);
+  (a Spark driver, a cron harvester and ``lineage-capture replay`` may share one spool);
 - ``replay.lock``: a filelock held for a whole replay, so two processes never re-send the same events. A replay
   waits on the backend for seconds when it is down: it does so without ``spool.lock``, so appends (an ending
   application's last events) and dead letters (a replayed event refused for good) never wait for it.
@@ -276,7 +276,7 @@ class Spool:
             if fitting < len(lines) and not self._warned_full:
                 self._warned_full = True
                 log.warning("lineage spool %s is full (%d bytes): new undeliverable events are DROPPED "
-                            "until `emitter replay` drains it or spool.maxBytes is raised",
+                            "until `lineage-capture replay` drains it or spool.maxBytes is raised",
                             self.directory, self.max_bytes)
             if not fitting:
                 return 0

@@ -29,9 +29,11 @@ def make_spool(emitter_config: Any) -> Any:
                  describe_destination(emitter_config.transport))
 
 
-def spool_records(spool: Any, records: Iterable[Any], built: Iterable[dict[str, Any]] = ()) -> tuple[int, int]:
+def spool_records(spool: Any, records: Iterable[Any], built: Iterable[dict[str, Any]] = (),
+                  problem: list[str] | None = None) -> tuple[int, int]:
     """Append ``built`` events, then each record's event, to ``spool``; (spooled, dropped). Dropped: records
-    whose event cannot be built, events the spool refuses (full, unwritable)."""
+    whose event cannot be built, events the spool refuses (full, unwritable); why the spool refused them is
+    appended to ``problem`` when given."""
     from emitter.serialize import event_dict
     from emitter.spool import SpoolBusy, SpoolError
 
@@ -49,13 +51,19 @@ def spool_records(spool: Any, records: Iterable[Any], built: Iterable[dict[str, 
     except SpoolBusy:  # held far longer than any write takes: not waiting on it at the process's end
         try:
             return spool.append_unlocked(events), dropped
-        except OSError:  # unwritable: counted, reported by the caller
+        except OSError as error:  # unwritable: counted, reported by the caller
+            if problem is not None:
+                problem.append(error.strerror or str(error))
             return 0, dropped + len(events)
     except SpoolError as error:
+        if problem is not None:
+            problem.append(str(error))
         return error.kept, dropped + len(events) - error.kept
     try:
         spool.sync()  # the spool fsyncs lazily: now, the process is ending
     except SpoolError:
         pass
+    if kept < len(events) and problem is not None:
+        problem.append(f"the spool is full (spool.maxBytes {spool.max_bytes})")
     return kept, dropped + len(events) - kept
 

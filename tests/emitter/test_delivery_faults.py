@@ -732,3 +732,17 @@ def test_a_harvest_counts_the_spool_records_it_could_not_read(tmp_path):
     assert second.returncode == 1, second.stderr
     assert "1 torn or corrupt spool records skipped (their events are lost)" in second.stderr.splitlines()[-1]
     assert len(backend.events) == len(lines) - 1
+
+
+@pytest.mark.parametrize(("make_spool", "reason"), [
+    (lambda tmp: Spool(tmp / "afile" / "spool", 10**6, {"type": "http", "url": "http://x"}), "Not a directory"),
+    (lambda tmp: Spool(tmp / "spool", 150, {"type": "http", "url": "http://x"}), "the spool is full"),
+], ids=["under-a-regular-file", "full"])
+def test_what_cannot_be_spooled_at_exit_is_counted_with_its_reason(tmp_path, make_spool, reason):
+    from spark_plugin.exit_spool import spool_records
+
+    (tmp_path / "afile").write_text("")
+    problem: list[str] = []
+    spooled, dropped = spool_records(make_spool(tmp_path), [], [{**EVENT, "n": i} for i in range(3)], problem)
+    assert spooled + dropped == 3 and dropped >= 1
+    assert len(problem) == 1 and reason in problem[0]

@@ -150,6 +150,7 @@ class Application:
         self._end_claim = threading.Lock()  # the terminal event is queued (or spooled): see _queue_end
         #: RDD actions running now, noted by their wrappers (see rdd_jobs): those still running at the end fail
         self.rdd_actions_running: dict[object, tuple] = {}
+        self.rdd_actions_shared: set[object] = set()  # running actions that overlapped another (rdd_jobs.RddAction)
         self.context_stopped = False
         self.delivery_counts: Any = None  # the emitter's Counts once closed
         self.started = started
@@ -358,16 +359,18 @@ class Application:
         if not inputs and output is None:
             return []
         rdd_jobs.wait_for_listener_bus(self.sc)  # once, for the job details and statistics read from the store below
+        own_jobs = rdd_jobs.own_jobs(self.sc, action)  # (all of its range unless other threads' actions overlapped)
         job = JobRef(self.config.namespace, f"{self.config.app_name}.{rdd_jobs.job_name(action)}")
         common: dict[str, Any] = dict(job=job, run_id=new_run_id(action.start), parent=self.run,
                                       root=self.action_root, job_type=RDD_JOB_TYPE, job_facets=self.job_facets)
         start_inputs = tuple(facets.dataset(raw) for raw in inputs.values())
         start_outputs: tuple[Dataset, ...] = (facets.dataset(output),) if output else ()
-        records = [RunRecord(START, action.start, inputs=start_inputs, outputs=start_outputs,
-                             run_facets=self._with_job_details(action.first_job, action.python_call_site), **common)]
+        details = self._with_job_details(own_jobs[0], action.python_call_site) if own_jobs else self.facets
+        records = [RunRecord(START, action.start, inputs=start_inputs, outputs=start_outputs, run_facets=details,
+                             **common)]
         if output is None and action.error is None:
             return records  # the JVM sends no end event for a job without an output
-        stats = rdd_jobs.job_statistics(self.sc, action.first_job, action.last_job)
+        stats = rdd_jobs.job_statistics(self.sc, action.first_job, action.last_job, own_jobs)
         end_inputs, end_outputs = start_inputs, start_outputs
         if len(start_inputs) == 1 and facets.enabled("inputStatistics"):
             end_inputs = (Dataset(start_inputs[0].namespace, start_inputs[0].name, facets=start_inputs[0].facets,

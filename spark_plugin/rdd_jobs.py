@@ -33,6 +33,7 @@ _state: dict[str, Any] = {"installed": False, "apps": None}
 #: Where a Hadoop job configuration names its output directory (new API, old API).
 _OUTPUT_DIR_KEYS = ("mapreduce.output.fileoutputformat.outputdir", "mapred.output.dir")
 _local = threading.local()  # an action running on this thread (nested actions are its own jobs)
+_registry = threading.Lock()  # noting an action as running, and whether others run beside it
 
 
 @attrs.frozen
@@ -51,6 +52,9 @@ class RddAction:
     #: whether PySpark set the job's ``callSite.short`` property (``RDD.collect`` does; the saves and
     #: ``SparkContext.runJob`` leave Spark's own call site, which the JVM's facet does not see)
     python_call_site: bool = False
+    #: whether another RDD action ran on another thread meanwhile: the job ids [first_job, last_job) may then hold
+    #: its jobs too, and only the jobs computing ``base`` are this action's (:func:`own_jobs`)
+    shared: bool = False
 
 
 def install(find_app: Any) -> None:
@@ -185,8 +189,14 @@ def _note_start(app: Any, obj: Any, args: tuple, kwargs: dict, describe: Any, co
     the key to its note."""
     base, layers, output = describe(obj, args, kwargs)
     key = object()
-    app.rdd_actions_running[key] = (base, tuple(layers), output, _next_job_id(context_of(obj)),
-                                    datetime.now(timezone.utc), python_call_site)
+    noted = (base, tuple(layers), output, _next_job_id(context_of(obj)), datetime.now(timezone.utc),
+             python_call_site)
+    with _registry:  # (after the py4j call: of two actions starting at once, the second to get here sees the first)
+        running = app.rdd_actions_running
+        if running:  # actions on other threads: the job ids of each may interleave with this one's
+            app.rdd_actions_shared.update(running)
+            app.rdd_actions_shared.add(key)
+        running[key] = noted
     return key
 
 
@@ -195,13 +205,15 @@ def _note_end(app: Any, sc: Any, key: object, error: BaseException | None) -> No
     noted = app.rdd_actions_running.pop(key, None)
     if noted is None:  # the application ended while it ran and reported it (FAIL)
         return
-    app.on_rdd_action(_ended_now(noted, sc, error))
+    shared = key in app.rdd_actions_shared
+    app.rdd_actions_shared.discard(key)
+    app.on_rdd_action(_ended_now(noted, sc, error, shared))
 
 
-def _ended_now(noted: tuple, sc: Any, error: BaseException | str | None) -> RddAction:
+def _ended_now(noted: tuple, sc: Any, error: BaseException | str | None, shared: bool = False) -> RddAction:
     base, layers, output, first_job, start, python_call_site = noted
     return RddAction(base, layers, output, first_job, _next_job_id(sc), start, datetime.now(timezone.utc), error,
-                     python_call_site)
+                     python_call_site, shared)
 
 
 def unfinished_actions(running: dict[object, tuple], sc: Any, message: str) -> list[RddAction]:
@@ -280,13 +292,37 @@ def job_details(sc: Any, job_id: int, python_call_site: bool) -> dict[str, Any] 
         return None
 
 
-def job_statistics(sc: Any, first_job: int, last_job: int) -> dict[str, int]:
-    """Records and bytes read and written by the Spark jobs [first_job, last_job), from the status store's
+def own_jobs(sc: Any, action: RddAction) -> list[int]:
+    """The Spark jobs of ``action``: all of [first_job, last_job), or, when actions on other threads ran meanwhile
+    (``shared``), those whose stages compute the action's RDD (its id is in their RDD operation graphs: a few py4j
+    calls a stage, only then)."""
+    jobs = list(range(action.first_job, action.last_job))
+    if not action.shared:
+        return jobs
+    try:
+        rdd_id = str(int(action.base.id()))
+    except Exception:  # noqa: BLE001 - an RDD without an id to ask: which jobs are its own is unknown
+        return []
+    _, store, graph_class = _context_proxies(sc)
+    own = []
+    for job_id in jobs:
+        try:
+            graphs = store.operationGraphForJob(job_id)
+            dots = [str(graph_class.makeDotFile(graphs.apply(i))) for i in range(graphs.size())]
+        except Exception:  # noqa: BLE001, S112 - a job the store no longer keeps
+            continue
+        if any(node == rdd_id for dot in dots for node, _ in _DOT_NODE.findall(dot)):
+            own.append(job_id)
+    return own
+
+
+def job_statistics(sc: Any, first_job: int, last_job: int, jobs: list[int] | None = None) -> dict[str, int]:
+    """Records and bytes read and written by the Spark jobs [first_job, last_job) (or ``jobs``), from the status store's
     stage data (Spark updates it from its listener bus: the caller has waited for it, briefly, with
     :func:`wait_for_listener_bus`; a busy bus: the statistics may be partial, the events still go out)."""
     store = _context_proxies(sc)[1]
     totals = {"inputRecords": 0, "inputBytes": 0, "outputRecords": 0, "outputBytes": 0}
-    for job_id in range(first_job, last_job):
+    for job_id in range(first_job, last_job) if jobs is None else jobs:
         try:
             stage_ids = store.job(job_id).stageIds()
         except Exception:  # noqa: BLE001 - a job the store no longer keeps
@@ -335,6 +371,9 @@ class ReaderJobs:
     last_job: int
     start: datetime
     executions: int  # SQL executions the session's status store held before the call
+    #: whether another reader call or RDD action ran beside it (on another thread): the call's range of job ids may
+    #: then hold their jobs
+    concurrent: bool = False
 
 
 def install_reader(find_app: Any) -> None:
@@ -365,13 +404,15 @@ def _wrap_read(original: Any) -> Any:
             return original(self, *args, **kwargs)
         first = app.guard.call("reader hook", _read_marks, app)
         start = datetime.now(timezone.utc)
+        key = app.guard.call("reader hook", _begin_read, app)
         _reading.busy = True  # a reader method calling another is one call
         try:
             df = original(self, *args, **kwargs)
         finally:
             _reading.busy = False
+            shared = _end_read(key)
         if first is not None:
-            app.guard.call("reader hook", _note_read, app, df, first, start)
+            app.guard.call("reader hook", _note_read, app, df, first, start, shared)
         return df
 
     read.__wrapped__ = original  # type: ignore[attr-defined]
@@ -384,10 +425,37 @@ def _read_marks(app: Any) -> tuple[int, int]:
     return _next_job_id(app.sc), int(app.sql_status_store().executionsCount())
 
 
-def _note_read(app: Any, df: Any, marks: tuple[int, int], start: datetime) -> None:
+_reads_running: set[object] = set()
+_reads_shared: set[object] = set()
+
+
+def _begin_read(app: Any) -> object:
+    """Note a reader call as running; a read or an RDD action running beside it makes both ``shared``."""
+    key = object()
+    with _registry:
+        if _reads_running or app.rdd_actions_running:
+            _reads_shared.update(_reads_running)
+            _reads_shared.add(key)
+            app.rdd_actions_shared.update(app.rdd_actions_running)
+        _reads_running.add(key)
+    return key
+
+
+def _end_read(key: object | None) -> bool:
+    """The reader call ended: whether another ran beside it."""
+    if key is None:  # (noting it failed: the guard reported it)
+        return False
+    with _registry:
+        _reads_running.discard(key)
+        shared = key in _reads_shared
+        _reads_shared.discard(key)
+    return shared
+
+
+def _note_read(app: Any, df: Any, marks: tuple[int, int], start: datetime, shared: bool) -> None:
     last = _next_job_id(app.sc)
     if last > marks[0]:
-        app.on_reader_jobs(ReaderJobs(df, marks[0], last, start, marks[1]))
+        app.on_reader_jobs(ReaderJobs(df, marks[0], last, start, marks[1], shared))
 
 
 def reader_job_runs(sc: Any, sql_store: Any, item: ReaderJobs) -> list[tuple[int, str, datetime, list[str]]]:
@@ -399,12 +467,17 @@ def reader_job_runs(sc: Any, sql_store: Any, item: ReaderJobs) -> list[tuple[int
     directories = dict.fromkeys(path.rstrip("/").rsplit("/", 1)[0] for path in _files(item.df))
     if not directories:
         return []
-    in_sql = _sql_job_ids(sql_store, item.executions)
+    # A read runs one job of its own (the footer job, or a schema inference's): more in its range, or another read
+    # or RDD action beside it, and the range may hold other threads' jobs. SQL jobs of executions that began before
+    # the read are then left out too; of the rest, more than one job cannot be told apart (no run: none is wrong).
+    mixed = item.concurrent or item.last_job - item.first_job > 1
+    in_sql = _sql_job_ids(sql_store, item.executions, RECENT_EXECUTIONS if mixed else 0)
+    candidates = [job_id for job_id in range(item.first_job, item.last_job) if job_id not in in_sql]
+    if item.concurrent and len(candidates) > 1:
+        return []
     _, store, graph_class = _context_proxies(sc)
     runs = []
-    for job_id in range(item.first_job, item.last_job):
-        if job_id in in_sql:
-            continue
+    for job_id in candidates:
         name = _graph_job_name(store, graph_class, job_id)
         if name is None:
             continue
@@ -431,11 +504,13 @@ def _files(df: Any) -> list[str]:
     return [str(files[i]) for i in range(min(len(files), MAX_FILES))]
 
 
-def _sql_job_ids(sql_store: Any, before: int) -> set[int]:
+def _sql_job_ids(sql_store: Any, before: int, earlier: int = 0) -> set[int]:
     """Job ids of the SQL executions added to the store since it held ``before`` (at most
-    :data:`RECENT_EXECUTIONS`): none to look at for most reads."""
+    :data:`RECENT_EXECUTIONS`), and of the ``earlier`` ones before those (executions of other threads that may
+    still have been running): none to look at for most reads."""
     count = int(sql_store.executionsCount())
-    added = min(max(0, count - before), RECENT_EXECUTIONS)
+    start = max(0, before - earlier)
+    added = min(max(0, count - start), RECENT_EXECUTIONS + earlier)
     ids: set[int] = set()
     if added == 0:
         return ids

@@ -934,3 +934,60 @@ def test_spark_connect_session_is_skipped_with_one_warning(monkeypatch, caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "lineage capture: Spark Connect sessions are not supported by the Python plugin (no JVM in this "
         "process); lineage of this application is not captured"]
+
+
+def test_rdd_actions_on_four_threads_keep_their_own_jobs(spark, workdir):
+    """Four threads saving RDDs at once: their Spark job ids interleave, so each action's range of job ids holds
+    the others' jobs too. Each run keeps its own: its job id is one that wrote its own output, and its output
+    statistics count its own rows (100 each), not those of the jobs around it."""
+    import threading
+
+    def four_saves(s: Any, wd: str) -> None:
+        start = threading.Barrier(4)
+
+        def save(i: int) -> None:
+            rdd = s.sparkContext.parallelize([f"{i}-{n}" for n in range(100)], 2)
+            start.wait()
+            rdd.saveAsTextFile(f"{wd}/out/t{i}")
+
+        threads = [threading.Thread(target=save, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    events, app = run_captured(spark, workdir, four_saves)
+    ends = [e for e in events if e["eventType"] == "COMPLETE" and e["job"]["facets"]["jobType"]["jobType"] == "RDD_JOB"]
+    assert sorted(e["outputs"][0]["name"] for e in ends) == [f"{workdir}/out/t{i}" for i in range(4)]
+    assert [e["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] for e in ends] == [100] * 4
+    starts = [e for e in events if e["eventType"] == "START" and e["job"]["facets"]["jobType"]["jobType"] == "RDD_JOB"]
+    assert len({e["run"]["facets"]["spark_jobDetails"]["jobId"] for e in starts}) == 4
+    assert not app.guard.failures
+
+
+def test_reads_on_four_threads_report_only_their_own_jobs(spark, workdir):
+    """Four threads writing, reading and aggregating Parquet at once: a read's range of job ids holds the other
+    threads' SQL jobs too. The runs made of the jobs a read ran by itself (the footer job) are only those: each
+    named as the JVM names that job, with the read's own directory as input; no SQL job of another thread becomes
+    a run there."""
+    import threading
+
+    def work(s: Any, wd: str) -> None:
+        def one(i: int) -> None:
+            for j in range(3):
+                s.range(2000).selectExpr("id", f"id * {i} as v").write.mode("overwrite").parquet(f"{wd}/t{i}_{j}")
+                s.read.parquet(f"{wd}/t{i}_{j}").count()
+                s.read.parquet(f"{wd}/t{i}_{j}").groupBy("id").count().collect()
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    events, app = run_captured(spark, workdir, work)
+    rdd_runs = {(e["job"]["name"].rsplit(".", 1)[-1], tuple(d["name"] for d in e["inputs"]))
+                for e in events if e["job"]["facets"]["jobType"]["jobType"] == "RDD_JOB"}
+    assert {name for name, _ in rdd_runs} <= {"map_partitions_parallel_collection"}, rdd_runs
+    assert all(len(inputs) == 1 and inputs[0].startswith(f"{workdir}/t") for _, inputs in rdd_runs), rdd_runs
+    assert not app.guard.failures

@@ -4,8 +4,9 @@
   calling ``sys.excepthook`` and long before ``atexit`` handlers run, whatever hook the app installed.
 - A non-zero exit code: ``SystemExit`` never reaches ``sys.excepthook`` and its code is not kept, so
   ``sys.exit`` and the ``exit``/``quit`` builtins are wrapped to note the code asked for on the main
-  thread. A bare ``raise SystemExit(n)`` is not seen there; it is caught when it passes through
-  ``SparkContext.stop`` (``try/finally: spark.stop()``) via :func:`at_stop`.
+  thread (also where the script bound ``sys.exit`` to a name of its own before, ``from sys import exit``). A bare
+  ``raise SystemExit(n)`` is not seen there; it is caught when it passes through ``SparkContext.stop``
+  (``try/finally: spark.stop()``) via :func:`at_stop`, otherwise not at all (CPython drops it before ``atexit``).
 - Interactive sessions (REPL, notebook) keep ``sys.last_value`` of errors the user already saw: there
   only the exit code counts.
 - SIGTERM (a scheduler's kill or timeout, ``kill <pid>``): by default Python dies at once, without ``atexit``.
@@ -78,6 +79,12 @@ def install(on_terminate: Callable[[Outcome], None] | None = None) -> None:
 
     exit.__doc__ = original_exit.__doc__
     sys.exit = exit  # type: ignore[assignment]  # a wrapper, passing any status through like sys.exit
+    # `from sys import exit` in the application's script, before its session existed, bound the original there
+    main = sys.modules.get("__main__")
+    rebound = [name for name, value in vars(main).items() if value is original_exit] if main is not None else []
+    for name in rebound:
+        setattr(main, name, exit)
+    originals["rebound"] = rebound
     for name in ("exit", "quit"):
         if originals[name] is not None:
             setattr(builtins, name, _RecordingQuitter(originals[name]))
@@ -118,6 +125,10 @@ def uninstall() -> None:
     originals = _state["originals"]
     if originals is None:
         return
+    main = sys.modules.get("__main__")
+    for name in originals["rebound"]:
+        if main is not None and getattr(main, name, None) is sys.exit:  # not rebound by the application since
+            setattr(main, name, originals["sys.exit"])
     sys.exit = originals["sys.exit"]
     for name in ("exit", "quit"):
         if originals[name] is not None:

@@ -259,6 +259,8 @@ EXITS = [
     ("caught", "try:\n    raise ValueError('x')\nexcept ValueError:\n    pass", 0, False, ""),
     ("exit_in_thread", "import threading\nt = threading.Thread(target=sys.exit, args=(5,))\nt.start(); t.join()",
      0, False, ""),
+    # the script's `from sys import exit as early_exit` ran before the plugin was installed (its session made)
+    ("from_sys_import_exit", "early_exit(6)", 6, True, "the application exited with code 6"),
 ]
 
 
@@ -267,6 +269,7 @@ def test_exit_outcome(tmp_path, name, body, code, failed, message):
     script = tmp_path / "app.py"
     script.write_text(
         "import atexit, json, sys\n"
+        "from sys import exit as early_exit\n"
         "from spark_plugin import exit_status\n"
         "exit_status.install()\n"
         f"atexit.register(lambda: open({str(tmp_path / 'out.json')!r}, 'w').write(json.dumps(\n"

@@ -6,8 +6,10 @@ loggers (``spark_plugin``, ``emitter``) and openlineage-python's get one :class:
 has configured no Python logging (no handler on the root logger), each record goes to the JVM's log4j logger
 ``lineage_capture``, so it appears formatted like Spark's lines, obeys ``sc.setLogLevel`` and the
 application's log4j configuration.
-When the host did configure Python logging, records propagate to its handlers as usual and nothing else is
-written. Without a reachable JVM (it stopped) a record falls back to one stderr line.
+When the host did configure Python logging, our warnings and errors reach its handlers (as propagation would
+take them) and nothing else is written; our INFO records do not (an application logging at INFO did it for its own
+lines), nor do the INFO lines of py4j's callback server, which runs only for the plugin. Without a reachable
+JVM (it stopped) a record falls back to one stderr line.
 
 The emitter's file transport announces its file on stderr once per process; the plugin builds its emitter with
 ``announce_file=False`` when the transport was configured (:func:`configured_file`), so a configured run prints
@@ -26,7 +28,42 @@ LOGGERS = ("spark_plugin", "emitter", "openlineage")
 #: The log4j (slf4j) logger name our records are written under.
 JVM_LOGGER = "lineage_capture"
 
-_state: dict[str, Any] = {"handler": None}
+#: py4j's loggers, and the start of the messages its callback server logs below WARNING: the server runs only for
+#: the plugin's listener, so an application logging at INFO would see lines it never had without the plugin.
+PY4J_LOGGERS = ("py4j.java_gateway", "py4j.clientserver")
+CALLBACK_NOISE = ("Callback Server Starting", "Socket listening on", "Received command ")
+
+_state: dict[str, Any] = {"handler": None, "filters": None}
+
+
+class _ToHostLogging(logging.Handler):
+    """Our records that reach the host's own Python logging: warnings and errors only. Our loggers do not
+    propagate while the plugin runs; this handler hands those records to the root logger, as propagation would
+    have. An application that configured INFO logging did it for its own lines: our INFO records (the end's
+    delivery summary) go only to Spark's log4j (:class:`Log4jHandler`), where they went without such logging."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        root = logging.getLogger()
+        if root.handlers:  # (none: Log4jHandler writes it; the root's last-resort stderr line would be ours)
+            root.handle(record)
+
+
+class _CallbackNoise(logging.Filter):
+    """On py4j's loggers: its callback server's INFO/DEBUG lines (see :data:`CALLBACK_NOISE`) are dropped, and the
+    closing of connections that only the plugin opened: those of its threads and of the callback server's (threads
+    py4j starts outside ``threading``: ``Dummy-N``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            return True
+        message = record.getMessage()
+        if message.startswith(CALLBACK_NOISE):
+            return False
+        return not (message.startswith("Closing down clientserver connection")
+                    and (record.threadName or "").startswith(("Dummy-", "lineage-capture")))
 
 
 class Log4jHandler(logging.Handler):
@@ -71,8 +108,17 @@ def install(jvm: Any) -> None:
     # modules are imported on a thread meanwhile) has no filter of its own
     handler.addFilter(RedactingFilter())
     _state["handler"] = handler
+    to_host = _ToHostLogging()
+    to_host.addFilter(RedactingFilter())
+    noise = _CallbackNoise()
+    _state["filters"] = (to_host, noise, {name: logging.getLogger(name).propagate for name in LOGGERS})
     for name in LOGGERS:
-        logging.getLogger(name).addHandler(handler)
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.addHandler(to_host)
+        logger.propagate = False
+    for name in PY4J_LOGGERS:
+        logging.getLogger(name).addFilter(noise)
 
 
 def uninstall() -> None:
@@ -80,9 +126,15 @@ def uninstall() -> None:
     handler = _state["handler"]
     if handler is None:
         return
+    to_host, noise, propagate = _state["filters"]
     for name in LOGGERS:
-        logging.getLogger(name).removeHandler(handler)
-    _state["handler"] = None
+        logger = logging.getLogger(name)
+        logger.removeHandler(handler)
+        logger.removeHandler(to_host)
+        logger.propagate = propagate[name]
+    for name in PY4J_LOGGERS:
+        logging.getLogger(name).removeFilter(noise)
+    _state["handler"] = _state["filters"] = None
 
 
 def configured_file(transport: Mapping[str, Any] | None, source: str) -> bool:

@@ -123,6 +123,20 @@ def test_spark_submit(workdir, hook_pythonpath, class_archive, isolated_lineage_
             assert traceback_of(result.stdout) == traceback_of(baseline.stdout)
 
 
+def test_an_application_logging_at_info_sees_only_its_own_lines(workdir, hook_pythonpath, class_archive,
+                                                               isolated_lineage_env):
+    # the app's logging.basicConfig(INFO) after its session: our delivery summary and py4j's callback server
+    # (which runs for the plugin only) stay out of its output; its own line is there
+    events_file = Path(workdir) / "events.jsonl"
+    result = submit(workdir, "info_logging", {**ON, **FILE, "spark.openlineage.transport.location": str(events_file)},
+                    hook_pythonpath, class_archive, isolated_lineage_env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    off = submit(workdir, "info_logging", {}, hook_pythonpath, class_archive, isolated_lineage_env)
+    assert result.stdout.strip().splitlines() == off.stdout.strip().splitlines(), result.stdout[-3000:]
+    assert any(e["eventType"] == "COMPLETE" and e["job"]["name"].endswith("lake_again")
+               for e in read_events(events_file))
+
+
 def test_an_application_without_a_session(workdir, hook_pythonpath, class_archive, isolated_lineage_env):
     """A SparkContext and RDDs, never a session (the JVM integration listens to the context): the application's
     run and its RDD jobs, named and linked as with a session."""

@@ -70,6 +70,15 @@ def raise_error(spark, workdir):
     raise ValueError("boom from the app")
 
 
+def info_logging(spark, workdir):
+    """The application logs at INFO through Python's logging, then writes again: only its own lines show."""
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
+    logging.getLogger("app").info("writing again")
+    spark.range(3).write.mode("overwrite").parquet(f"{workdir}/lake/again")
+
+
 #: how the application ends after its one write
 ENDINGS = {
     "stop": lambda spark, workdir: None,  # spark.stop() in the finally block
@@ -77,6 +86,7 @@ ENDINGS = {
     "action_fails": failing_write,  # a failing action's exception propagates out of the app
     "raise": raise_error,
     "exit3": lambda spark, workdir: sys.exit(3),
+    "info_logging": info_logging,
     "slow_write": slow_write,  # then spark.stop() at once, as the write's end is being reported
     "sigterm": terminated,
     "sigterm_in_an_action": terminated_in_an_action,

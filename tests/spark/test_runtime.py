@@ -936,6 +936,17 @@ def test_spark_connect_session_is_skipped_with_one_warning(monkeypatch, caplog):
         "process); lineage of this application is not captured"]
 
 
+def on_four_threads(work: Any) -> None:
+    """``work(i)`` on four threads at once (i = 0..3), waiting for all."""
+    import threading
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def test_rdd_actions_on_four_threads_keep_their_own_jobs(spark, workdir):
     """Four threads saving RDDs at once: their Spark job ids interleave, so each action's range of job ids holds
     the others' jobs too. Each run keeps its own: its job id is one that wrote its own output, and its output
@@ -950,11 +961,7 @@ def test_rdd_actions_on_four_threads_keep_their_own_jobs(spark, workdir):
             start.wait()
             rdd.saveAsTextFile(f"{wd}/out/t{i}")
 
-        threads = [threading.Thread(target=save, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        on_four_threads(save)
 
     events, app = run_captured(spark, workdir, four_saves)
     ends = [e for e in events if e["eventType"] == "COMPLETE" and e["job"]["facets"]["jobType"]["jobType"] == "RDD_JOB"]
@@ -970,8 +977,6 @@ def test_reads_on_four_threads_report_only_their_own_jobs(spark, workdir):
     threads' SQL jobs too. The runs made of the jobs a read ran by itself (the footer job) are only those: each
     named as the JVM names that job, with the read's own directory as input; no SQL job of another thread becomes
     a run there."""
-    import threading
-
     def work(s: Any, wd: str) -> None:
         def one(i: int) -> None:
             for j in range(3):
@@ -979,11 +984,7 @@ def test_reads_on_four_threads_report_only_their_own_jobs(spark, workdir):
                 s.read.parquet(f"{wd}/t{i}_{j}").count()
                 s.read.parquet(f"{wd}/t{i}_{j}").groupBy("id").count().collect()
 
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        on_four_threads(one)
 
     events, app = run_captured(spark, workdir, work)
     rdd_runs = {(e["job"]["name"].rsplit(".", 1)[-1], tuple(d["name"] for d in e["inputs"]))

@@ -372,11 +372,11 @@ class Application:
             return records  # the JVM sends no end event for a job without an output
         stats = rdd_jobs.job_statistics(self.sc, action.first_job, action.last_job, own_jobs)
         end_inputs, end_outputs = start_inputs, start_outputs
-        if len(start_inputs) == 1 and facets.enabled("inputStatistics"):
+        if len(start_inputs) == 1 and facets.enabled("inputStatistics") and own_jobs:  # (none known: no numbers)
             end_inputs = (Dataset(start_inputs[0].namespace, start_inputs[0].name, facets=start_inputs[0].facets,
                                   io_facets={"inputStatistics": input_stats.InputStatisticsInputDatasetFacet(
                                       rowCount=stats["inputRecords"], size=stats["inputBytes"])}),)
-        if start_outputs and facets.enabled("outputStatistics"):
+        if start_outputs and facets.enabled("outputStatistics") and own_jobs:
             end_outputs = tuple(Dataset(output_ds.namespace, output_ds.name, facets=output_ds.facets,
                                         io_facets={"outputStatistics": output_stats.OutputStatisticsOutputDatasetFacet(
                                             rowCount=stats["outputRecords"], size=stats["outputBytes"])})

@@ -103,6 +103,14 @@ class SnowflakeSource:
         self.namespace = snowflake_namespace(args.account)
         if args.history and args.state and "-" in args.history:
             raise UsageError("--state cannot be kept for stdin ('--history -')")
+        if args.history:  # before anything is built: a wrong file is a usage error, said alone
+            from harvesters.snowflake.history import not_history_export
+
+            check_input_files(args.history)
+            for name in args.history:
+                problem = None if name == "-" else not_history_export(name)
+                if problem:
+                    raise UsageError(f"{name}: {problem}")
         self.connect: Callable[[], Any] | None = None
         if args.odbc:
             conn_str = odbc_connection_string(args.odbc, args.user, args.password_env, args.private_key_file,
@@ -150,16 +158,10 @@ def _harvest_files(args: argparse.Namespace, converter: Any, grouper: Any, check
     from harvesters.snowflake.history import (
         Harvest,
         SeenQueries,
-        not_history_export,
         read_history_files,
         read_history_files_background,
     )
 
-    check_input_files(args.history)
-    for name in args.history:
-        problem = None if name == "-" else not_history_export(name)
-        if problem:
-            raise UsageError(f"{name}: {problem}")
     overlap = args.overlap if args.overlap is not None else OFFLINE_OVERLAP
     start = args.since if args.since is not None else (previous_end - overlap if previous_end else None)
     seen = SeenQueries(checkpoint.last.get("seen"), overlap)

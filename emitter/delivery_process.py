@@ -265,10 +265,16 @@ def _answer(out: IO[bytes], lock: threading.Lock, report: dict[str, Any]) -> Non
             _write_frame(out, b"K", orjson.dumps(report))
             out.flush()
         except (BrokenPipeError, ValueError):  # (ValueError: the stream was already closed here)
-            with contextlib.suppress(OSError, ValueError):  # what is buffered would fail again at exit
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, out.fileno())
-                os.close(devnull)
+            discard_writes(out)
+
+
+def discard_writes(stream: IO[Any]) -> None:
+    """Send what is still written to ``stream``, whose reader is gone, to /dev/null: what it buffers would fail
+    again when it is flushed at exit (Python's advice for SIGPIPE)."""
+    with contextlib.suppress(OSError, ValueError):  # (ValueError: the stream was closed already)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
 
 
 def serve() -> None:

@@ -6,7 +6,7 @@ Every record read is either harvested or counted here with a reason (``unreadabl
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, ClassVar
 
 import attrs
@@ -19,17 +19,23 @@ class UsageError(Exception):
     """A configuration mistake the user must fix (exit code 2)."""
 
 
-def check_input_files(names: Iterable[str]) -> None:
-    """Raise :class:`UsageError` naming the first input that is not a regular file ('-' is stdin)."""
+def check_input_files(names: Iterable[str], problem_of: Callable[[str], str | None]) -> None:
+    """Raise :class:`UsageError` naming the first input that is not a regular file, else the first whose
+    ``problem_of(name)`` (the source's look at its start) says it cannot be an export ('-' is stdin: not looked
+    at)."""
     import os
 
-    for name in names:
-        if name == "-" or os.path.isfile(name):
-            continue
-        if not os.path.exists(name):
-            raise UsageError(f"no such file: {name}")
-        kind = "a directory" if os.path.isdir(name) else "not a regular file"
-        raise UsageError(f"{name}: {kind}; give the export file itself")
+    files = [name for name in names if name != "-"]
+    for name in files:
+        if not os.path.isfile(name):
+            if not os.path.exists(name):
+                raise UsageError(f"no such file: {name}")
+            kind = "a directory" if os.path.isdir(name) else "not a regular file"
+            raise UsageError(f"{name}: {kind}; give the export file itself")
+    for name in files:
+        problem = problem_of(name)
+        if problem:
+            raise UsageError(f"{name}: {problem}")
 
 
 @attrs.frozen

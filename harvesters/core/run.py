@@ -124,11 +124,10 @@ class _StdoutTransport:
                 self._stop_writing()
 
     def _stop_writing(self) -> None:
-        # what is still buffered would fail again at exit: stdout goes to /dev/null (Python's advice for SIGPIPE)
+        from emitter.delivery_process import discard_writes
+
         self.reader_gone = True
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        discard_writes(sys.stdout)
 
 
 def make_emitter(conf: list[str], dry_run: bool) -> Any:

@@ -106,11 +106,7 @@ class SnowflakeSource:
         if args.history:  # before anything is built: a wrong file is a usage error, said alone
             from harvesters.snowflake.history import not_history_export
 
-            check_input_files(args.history)
-            for name in args.history:
-                problem = None if name == "-" else not_history_export(name)
-                if problem:
-                    raise UsageError(f"{name}: {problem}")
+            check_input_files(args.history, not_history_export)
         self.connect: Callable[[], Any] | None = None
         if args.odbc:
             conn_str = odbc_connection_string(args.odbc, args.user, args.password_env, args.private_key_file,

@@ -115,11 +115,7 @@ class SqlServerSource:
             if self.live else None
         if args.xml and args.state and "-" in args.xml:
             raise UsageError("--state cannot keep a position in stdin ('--xml -')")
-        check_input_files(args.xml or ())
-        for name in args.xml or ():
-            problem = None if name == "-" else not_event_xml(name)
-            if problem:
-                raise UsageError(f"{name}: {problem}")
+        check_input_files(args.xml or (), not_event_xml)
         self.state_name = f"sqlserver {self.state_namespace}"
         self.converter: Any = None
 

@@ -69,9 +69,8 @@ def _body_end(tokens: list[Token], start: int) -> int | None:
     """Index of the END closing the body that opens at ``start`` (None when it is never closed)."""
     open_blocks, j, n = 0, start, len(tokens)
     while j < n:
-        word = tokens[j].text.upper()
         after = tokens[j + 1].text.upper() if j + 1 < n else ""
-        if word == "BEGIN" and tokens[j].token_type == TokenType.BEGIN and after not in _TRANSACTION:
+        if tokens[j].token_type == TokenType.BEGIN and after not in _TRANSACTION:
             open_blocks += 1
         elif tokens[j].token_type == TokenType.CASE:
             open_blocks += 1

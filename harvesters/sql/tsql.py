@@ -129,7 +129,7 @@ def _exec_national_literal(p: _Pass, i: int) -> int | None:
     p.depth += 1
     if p.kinds[i + 2] == TokenType.NATIONAL_STRING:
         t = p.tokens[i + 2]
-        p.out.append(Token(TokenType.STRING, t.text, t.line, t.col, t.start, t.end, t.comments))
+        p.out.append(_retyped(t, TokenType.STRING))
         return i + 3
     return i + 2
 
@@ -244,8 +244,7 @@ def _update_function(p: _Pass, i: int) -> int | None:
     an UPDATE statement, is kept as a call."""
     if i >= p.condition_end or p.kind(i + 1) != TokenType.L_PAREN:
         return None
-    token = p.tokens[i]
-    p.out.append(Token(TokenType.VAR, token.text, token.line, token.col, token.start, token.end, token.comments))
+    p.out.append(_retyped(p.tokens[i], TokenType.VAR))
     return i + 1
 
 
@@ -526,6 +525,11 @@ def fix_tokens(tokens: list[Token]) -> tuple[list[Token], list[tuple[int, int]]]
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------
+
+
+def _retyped(token: Token, kind: TokenType) -> Token:
+    """``token`` read as another kind (its text, place and comments kept)."""
+    return Token(kind, token.text, token.line, token.col, token.start, token.end, token.comments)
 
 
 def skip_name(tokens: list[Token], i: int) -> int:

@@ -588,14 +588,8 @@ class Ingester:
         ds = normalize_dataset(pair[0], pair[1])
         if ds is None:
             return None
-        i = self.datasets.get(ds)
-        if len(pair) < 3:
-            if i is None:
-                i = self.datasets[ds] = self._insert("INSERT INTO datasets (namespace, name) VALUES (?,?)", ds)
-            return i
-        names = [ds, *filter(None, (normalize_dataset(*alias) for alias in pair[2]))]
-        if i is None:
-            i = next((self.datasets[n] for n in names if n in self.datasets), None)
+        names = [ds, *filter(None, (normalize_dataset(*alias) for alias in pair[2]))] if len(pair) > 2 else [ds]
+        i = next((self.datasets[n] for n in names if n in self.datasets), None)
         if i is None:
             i = self.datasets[ds] = self._insert("INSERT INTO datasets (namespace, name) VALUES (?,?)", ds)
         for name in names:

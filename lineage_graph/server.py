@@ -77,8 +77,7 @@ class LineageServer(ThreadingHTTPServer):
 
     def ingested(self) -> None:
         """After a POST's events are stored: what the ingester added is what the database holds."""
-        self._ingester_mark = self.conn.execute(
-            _MARK).fetchone()
+        self._ingester_mark = self.conn.execute(_MARK).fetchone()
 
     def graph_json(self) -> bytes:
         """``/api/graph``'s body (call with :attr:`lock` held): made again only when the database changed. The
@@ -104,8 +103,11 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - stdlib signature
         pass
 
-    def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+    def _send(self, status: int, body: bytes, ctype: str = "application/json",
+              headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
@@ -181,13 +183,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.server.ingested()
                 self.server.received += report.new_events
         except sqlite3.OperationalError as exc:  # the database locked by another process for longer than the timeout
-            self.send_response(503)
-            body = orjson.dumps({"error": f"lineage database busy ({exc}); retry later"})
-            self.send_header("Retry-After", "5")
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self._send(503, orjson.dumps({"error": f"lineage database busy ({exc}); retry later"}),
+                       headers={"Retry-After": "5"})
             return
         self._send(201, orjson.dumps({"received": len(events), "new": report.new_events,
                                       "duplicates": report.duplicates}))

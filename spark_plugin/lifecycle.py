@@ -692,10 +692,10 @@ class Application:
         spooled, dropped = spool_records(spool, [*held, *records], pending, problem)
         self.spooled_at_exit += spooled
         if first_time:
+            lost = f", {dropped} could not be kept" + (f" ({'; '.join(problem)})" if problem else "") if dropped else ""
             log.warning("lineage capture: the backend did not take the last lineage events in time; %d went to the "
                         "spool %s (delivered by `lineage-capture replay` or the next run)%s", spooled,
-                        spool.events_path, f", {dropped} could not be kept ({'; '.join(problem)})" if dropped and
-                        problem else f", {dropped} could not be kept" if dropped else "")
+                        spool.events_path, lost)
 
     def config_disabled(self) -> bool:
         """No usable transport: nothing would be delivered. Not while the emitter is still being built (stuck

@@ -307,11 +307,10 @@ def own_jobs(sc: Any, action: RddAction) -> list[int]:
     own = []
     for job_id in jobs:
         try:
-            graphs = store.operationGraphForJob(job_id)
-            dots = [str(graph_class.makeDotFile(graphs.apply(i))) for i in range(graphs.size())]
+            stages = _stage_graphs(store, graph_class, job_id)
         except Exception:  # noqa: BLE001, S112 - a job the store no longer keeps
             continue
-        if any(node == rdd_id for dot in dots for node, _ in _DOT_NODE.findall(dot)):
+        if any(node == rdd_id for _, dot in stages for node, _ in _DOT_NODE.findall(dot)):
             own.append(job_id)
     return own
 
@@ -548,10 +547,7 @@ def _graph_job_name(store: Any, graph_class: Any, job_id: int) -> str | None:
     names: dict[int, str] = {}
     parents: dict[int, list[int]] = {}
     last_stage: list[int] = []
-    graphs = store.operationGraphForJob(job_id)
-    for index in range(graphs.size()):  # size and apply: two calls for a one-stage job, an iterator's four
-        graph = graphs.apply(index)
-        dot = str(graph_class.makeDotFile(graph))
+    for graph, dot in _stage_graphs(store, graph_class, job_id):
         last_stage = []
         for node, label in _DOT_NODE.findall(dot):
             names[int(node)] = _dot_label(label)
@@ -563,6 +559,14 @@ def _graph_job_name(store: Any, graph_class: Any, job_id: int) -> str | None:
     if not last_stage:
         return None
     return _node_name(max(last_stage), names, parents, [200])
+
+
+def _stage_graphs(store: Any, graph_class: Any, job_id: int) -> list[tuple[Any, str]]:
+    """The RDD operation graph of each stage of a job (the result stage last), with its DOT text
+    (``RDDOperationGraph.makeDotFile``: one call a stage instead of a few per RDD)."""
+    graphs = store.operationGraphForJob(job_id)
+    # size and apply: two calls for a one-stage job, an iterator's four
+    return [(graph, str(graph_class.makeDotFile(graph))) for graph in map(graphs.apply, range(graphs.size()))]
 
 
 def _dot_label(label: str) -> str:

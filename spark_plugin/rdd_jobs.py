@@ -466,11 +466,11 @@ def reader_job_runs(sc: Any, sql_store: Any, item: ReaderJobs) -> list[tuple[int
     directories = dict.fromkeys(path.rstrip("/").rsplit("/", 1)[0] for path in _files(item.df))
     if not directories:
         return []
-    # A read runs one job of its own (the footer job, or a schema inference's): more in its range, or another read
-    # or RDD action beside it, and the range may hold other threads' jobs. SQL jobs of executions that began before
-    # the read are then left out too; of the rest, more than one job cannot be told apart (no run: none is wrong).
-    mixed = item.concurrent or item.last_job - item.first_job > 1
-    in_sql = _sql_job_ids(sql_store, item.executions, RECENT_EXECUTIONS if mixed else 0)
+    # The read's range of job ids may hold other threads' jobs: SQL jobs of executions that began before the read
+    # (another thread's write or aggregate, not seen by any wrapper) are left out too, always: a read that ran no job
+    # of its own has one of theirs as its whole range. Beside another read or RDD action, more than one job left
+    # cannot be told apart (no run: none is wrong).
+    in_sql = _sql_job_ids(sql_store, item.executions, RECENT_EXECUTIONS)
     candidates = [job_id for job_id in range(item.first_job, item.last_job) if job_id not in in_sql]
     if item.concurrent and len(candidates) > 1:
         return []

@@ -12,10 +12,12 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import attrs
+import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import Token
 
-from harvesters.sql.snowflake_scripting import quote_bodies as _snowflake_quote_bodies
+from harvesters.sql.identifier_clause import name_tokens
+from harvesters.sql.scripting import quote_bodies
 from harvesters.sql.tsql import fix_tokens as _tsql_fix_tokens
 
 CaseRule = Literal["upper", "lower", "as_written"]
@@ -97,8 +99,17 @@ class DialectRules:
     # regular expressions over the qualified name as the engine reports it.
     system_objects: tuple[str, ...] = ()
     # Row sets named like tables that are none when written without a schema (casefolded): T-SQL's trigger
-    # `inserted` / `deleted`. Statements run by a trigger reach the session's log with them.
+    # `inserted` / `deleted` (statements run by a trigger reach the session's log with them); Spark's
+    # `IDENTIFIER` of `INSERT INTO IDENTIFIER(:param)`, a table known only at run time.
     pseudo_tables: frozenset[str] = frozenset()
+    # A bare name starting with `#` is a session's temp table (Redshift; T-SQL's parser marks its own `#t`).
+    hash_names_are_temp: bool = False
+    # `<format>.`<path>``: a query straight over files (Spark's parquet.`/data/x`), no table (casefolded formats).
+    path_formats: frozenset[str] = frozenset()
+    # BigQuery `t$20230101` / `t$__UNPARTITIONED__`: a partition of table t (the decorator is no part of its name).
+    partition_decorator: bool = False
+    # `USE DATABASE x` names a schema (Hive, Spark, Databricks: DATABASE and SCHEMA are synonyms).
+    database_is_schema: bool = False
 
 
 # Where a separator line is not one: inside a string literal, a comment or a quoted name (one pass of C regex).
@@ -158,6 +169,33 @@ _TSQL: dict[str, Any] = dict(
     ),
 )
 
+# Spark's file sources that `SELECT * FROM <format>.`<path>`` reads directly (Databricks adds the last three).
+_SPARK_FILE_FORMATS = frozenset({
+    "parquet", "orc", "json", "csv", "text", "avro", "binaryfile", "delta", "cloud_files", "read_files",
+})
+
+_CLICKHOUSE_DICTIONARY_FUNCTIONS = frozenset(
+    f"DICTGET{kind}{variant}"
+    for kind in ("", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FLOAT32",
+                 "FLOAT64", "DATE", "DATETIME", "UUID", "IPV4", "IPV6", "STRING")
+    for variant in ("", "ORDEFAULT")
+) | {"DICTGETORNULL", "DICTGETALL", "DICTHAS", "DICTGETHIERARCHY", "DICTISIN", "DICTGETCHILDREN",
+     "DICTGETDESCENDANTS"}
+
+
+def _spark(sqlglot_name: str, **rules: Any) -> DialectRules:
+    """Rules of a dialect of the Spark family (Spark SQL, Databricks)."""
+    tokenize = sqlglot.Dialect.get_or_raise(sqlglot_name).tokenize
+    return DialectRules(
+        sqlglot=sqlglot_name,
+        path_formats=_SPARK_FILE_FORMATS,
+        database_is_schema=True,
+        pseudo_tables=frozenset({"identifier"}),
+        token_fix=name_tokens(tokenize),  # IDENTIFIER('db.t') names a table: see identifier_clause.py
+        token_fix_when=re.compile(r"\bIDENTIFIER\s*\(", re.IGNORECASE),
+        **rules,
+    )
+
 # Dialect name (as the caller and cases.jsonl spell it) -> rules.
 DIALECTS: dict[str, DialectRules] = {
     "ansi": DialectRules("ansi", sqlglot=""),
@@ -172,7 +210,7 @@ DIALECTS: dict[str, DialectRules] = {
         schema_after_use_database="PUBLIC",
         use_database_resets_schema=True,
         batch_separator=_SNOWSQL_COMMAND,
-        token_fix=_snowflake_quote_bodies,  # a procedure body written without $$: see snowflake_scripting.py
+        token_fix=quote_bodies,  # a procedure body written without $$: see scripting.py
         token_fix_when=re.compile(r"\b(?:BEGIN|DECLARE)\b", re.IGNORECASE),  # what opens an unquoted body
         # TEMP, LOCAL/GLOBAL TEMP[ORARY] and VOLATILE are all TEMPORARY in Snowflake (sqlglot reads GLOBAL
         # TEMPORARY and VOLATILE, not LOCAL); TRANSIENT tables persist (no Fail-safe only): datasets.
@@ -194,25 +232,35 @@ DIALECTS: dict[str, DialectRules] = {
     ),
     "postgres": DialectRules("postgres", sqlglot="postgres"),
     # Redshift SQL written by SQL Server-minded tools uses [bracketed] names, which only tsql reads.
-    "redshift": DialectRules("redshift", sqlglot="redshift", fallbacks=("tsql",)),
+    "redshift": DialectRules("redshift", sqlglot="redshift", fallbacks=("tsql",), hash_names_are_temp=True),
     "vertica": DialectRules(
         "vertica",
         sqlglot="postgres",
         # SELECT SWAP_PARTITIONS_BETWEEN_TABLES('staging', min, max, 'target') moves staging -> target.
         table_functions={"SWAP_PARTITIONS_BETWEEN_TABLES": ((0,), (3,))},
     ),
-    "sparksql": DialectRules("sparksql", sqlglot="spark"),
-    "spark": DialectRules("spark", sqlglot="spark"),
-    "spark2": DialectRules("spark2", sqlglot="spark2"),
-    "databricks": DialectRules("databricks", sqlglot="databricks", use_target="schema"),
-    "hive": DialectRules("hive", sqlglot="hive"),
+    # dictGet*(dict, ...) / dictHas(dict, key) ...: a lookup in a dictionary, a stored object loaded from a table.
+    "clickhouse": DialectRules("clickhouse", sqlglot="clickhouse", table_functions=dict.fromkeys(
+        _CLICKHOUSE_DICTIONARY_FUNCTIONS, ((0,), ()))),
+    "sparksql": _spark("spark", name="sparksql"),
+    "spark": _spark("spark", name="spark"),
+    "spark2": _spark("spark2", name="spark2"),
+    "databricks": _spark("databricks", name="databricks", use_target="schema"),
+    "hive": DialectRules("hive", sqlglot="hive", database_is_schema=True),
     "mysql": DialectRules("mysql", sqlglot="mysql"),
-    "bigquery": DialectRules("bigquery", sqlglot="bigquery", use_target="schema"),
+    "bigquery": DialectRules(
+        "bigquery",
+        sqlglot="bigquery",
+        use_target="schema",
+        partition_decorator=True,
+        token_fix=quote_bodies,  # CREATE PROCEDURE p() BEGIN ... END: the body runs when called (scripting.py)
+        token_fix_when=re.compile(r"\bBEGIN\b", re.IGNORECASE),
+    ),
 }
 
 # Every other sqlglot dialect, with generic rules (names as written, qualified with whatever is given).
 _GENERIC = (
-    "athena", "clickhouse", "doris", "dremio", "drill", "druid", "duckdb", "dune", "exasol",
+    "athena", "doris", "dremio", "drill", "druid", "duckdb", "dune", "exasol",
     "materialize", "oracle", "presto", "risingwave", "singlestore", "sqlite", "starrocks", "teradata",
     "trino",
 )
@@ -230,6 +278,7 @@ ALIASES: dict[str, str] = {
     "azuresql": "tsql",
     "synapse": "tsql",
     "postgresql": "postgres",
+    "greenplum": "postgres",
     "psql": "postgres",
     "spark_sql": "sparksql",
     "mariadb": "mysql",

@@ -411,6 +411,8 @@ class _Analyzer:
                 name = self._name(table)
                 if name:
                     self._read(name)
+            for name in self._function_tables(scope, 0):
+                self._read(name)
         ctes = _ctes(scopes) if self.rules.writes_through_ctes else {}
         for target, mode in writes:
             if ctes and isinstance(target, exp.Table):
@@ -499,7 +501,10 @@ class _Analyzer:
             name = self._as_temp(name)
         # IF NOT EXISTS may leave an existing table (and its rows) in place: not "created by this text".
         mode = _WRITE if node.args.get("exists") and not node.args.get("replace") else _CREATE
-        self._lineage(f"CREATE {kind}", [node], [(name, mode)], [target])
+        # ClickHouse `CREATE MATERIALIZED VIEW mv TO t AS SELECT ...`: the view's rows are written into t
+        to_tables = [p.this for p in properties.expressions if isinstance(p, exp.ToTableProperty)] if properties else []
+        writes = [(name, mode), *((t, _WRITE) for t in to_tables)]
+        self._lineage(f"CREATE {kind}", [node], writes, [target, *to_tables])
 
     def _drop(self, node: exp.Drop) -> None:
         kind = str(node.args.get("kind") or "").upper()
@@ -554,7 +559,8 @@ class _Analyzer:
         parts = [self._ident(p) for p in table.parts if isinstance(p, exp.Identifier)]
         if len(parts) >= 2:
             self.database, self.schema = parts[-2], parts[-1]
-        elif parts and (kind in ("DATABASE", "CATALOG") or not kind and self.rules.use_target == "database"):
+        elif parts and (kind == "CATALOG" or kind == "DATABASE" and not self.rules.database_is_schema
+                        or not kind and self.rules.use_target == "database"):
             self.database = parts[0]
             if self.rules.use_database_resets_schema:
                 self.schema = self.rules.schema_after_use_database
@@ -623,6 +629,10 @@ class _Analyzer:
             self._dynamic(None if _SCRIPTING_BLOCK.match(inner) else inner)
         elif keyword == "RENAME" and self._rename_command(text):
             pass
+        elif keyword == "UNLOAD" and (unload := _UNLOAD.match(text)):
+            # Redshift UNLOAD ('<query>') TO 's3://...': the query's tables are read; the files are no dataset
+            self.types[keyword] = None
+            self._dynamic(re.sub(r"''|\\'", "'", unload.group(1)))
         elif keyword == "DECLARE" and (cursor := _CURSOR.match(text)):
             self.types["DECLARE"] = None
             self._cursor_query(_CURSOR_OPTIONS.sub("", cursor.group(1)))
@@ -664,7 +674,14 @@ class _Analyzer:
 
     def _rename_command(self, text: str) -> bool:
         """Synapse/SQL DW `RENAME OBJECT [::] [db.]s.a TO b` (the swap after a CTAS): b, in a's schema, holds a's
-        rows. False when the text is not that form."""
+        rows; MySQL / Teradata / Exasol `RENAME TABLE a TO b [, c TO d ...]`: b holds a's rows, named as written.
+        False when the text is neither form."""
+        if (pairs := _RENAME_TABLES.fullmatch(text)) is not None:
+            renames = [(self._to_table(a), self._to_table(b)) for a, b in _RENAME_PAIR.findall(pairs.group(1))]
+            if not renames or any(a is None or b is None for a, b in renames):
+                return False
+            self._lineage("RENAME", [a for a, _ in renames], [(b, _WRITE) for _, b in renames])
+            return True
         match = re.fullmatch(r"\s*OBJECT\s*(?:::)?\s*(.+?)\s+TO\s+(\S+)\s*;?\s*", text, re.IGNORECASE | re.DOTALL)
         source = self._to_table(match.group(1)) if match else None
         new = self._to_table(match.group(2)) if match else None
@@ -720,25 +737,27 @@ class _Analyzer:
             self._read(target)
 
     def _table_function_writes(self, node: exp.Expr) -> list[tuple[exp.Table | _Name | None, str]]:
-        """Dialect functions that move rows between tables named by string arguments (DialectRules)."""
-        writes: list[tuple[exp.Table | _Name | None, str]] = []
+        """Tables written by dialect functions that move rows between tables named by arguments (DialectRules)."""
+        return [(name, _WRITE) for name in self._function_tables(node, 1)]
+
+    def _function_tables(self, node: exp.Expr, side: int) -> Iterator[_Name]:
+        """Tables named by the input (`side` 0) or output (1) arguments of the dialect's table functions under
+        `node`: a string (`'db.t'`) or a name (ClickHouse `dictGet(db.dict, ...)`)."""
         if not self.rules.table_functions:
-            return writes
+            return
         for call in node.find_all(exp.Anonymous):
             spec = self.rules.table_functions.get(str(call.this).upper())
-            if not spec:
-                continue
             args = call.expressions
-            for positions, is_input in ((spec[0], True), (spec[1], False)):
-                for position in positions:
-                    arg = args[position] if position < len(args) else None
-                    if isinstance(arg, exp.Literal) and arg.is_string:
-                        name = self._name(self._to_table(arg.name))
-                        if name and is_input:
-                            self._read(name)
-                        elif name:
-                            writes.append((name, _WRITE))
-        return writes
+            for position in spec[side] if spec else ():
+                arg = args[position] if position < len(args) else None
+                if isinstance(arg, exp.Literal) and arg.is_string:
+                    name = self._name(self._to_table(arg.name))
+                elif isinstance(arg, exp.Column) and all(isinstance(p, exp.Identifier) for p in arg.parts):
+                    name = self._name(self._to_table(".".join(p.sql(self.dialect) for p in arg.parts)))
+                else:
+                    name = None
+                if name:
+                    yield name
 
     # ---- names ---------------------------------------------------------------------------------------
 
@@ -794,10 +813,17 @@ class _Analyzer:
         if prefix:  # T-SQL #t / ##t: session-scoped, never qualified
             written = prefix + last.name
             return _Name(written, written.casefold(), written, True)
+        if self.rules.hash_names_are_temp and len(parts) == 1 and last.name.startswith("#"):  # Redshift #t
+            return _Name(last.name, last.name.casefold(), last.name, True)
         if len(parts) == 1 and last.name.casefold() in self.rules.pseudo_tables:  # a trigger's `FROM inserted`
             return None
+        if len(parts) == 2 and last.args.get("quoted") and parts[0].name.casefold() in self.rules.path_formats:
+            return None  # Spark `parquet.`/data/x``: files read (or written) without a table
         texts = [self._ident(p) for p in parts]
-        written = ".".join(p.name for p in parts)
+        names = [p.name for p in parts]
+        if self.rules.partition_decorator and "$" in names[-1]:  # BigQuery `t$20230101`: a partition of t
+            texts[-1], names[-1] = texts[-1].split("$", 1)[0], names[-1].split("$", 1)[0]
+        written = ".".join(names)
         display = ".".join(self._qualify(texts))
         key = display.casefold()
         temp = key in self.temp_keys or written.casefold() in self.temp_keys
@@ -1148,6 +1174,14 @@ _CURSOR = re.compile(r"\s*[^\s@]\S*\s+(?:\w+\s+)*?CURSOR\b(?:\s+\w+)*?\s+FOR\s+(
 _CURSOR_OPTIONS = re.compile(r"\bFOR\s+(?:UPDATE\b|READ\s+ONLY\b).*$", re.IGNORECASE | re.DOTALL)
 # The words of a CREATE/DROP command's text (`TABLE[dbo].[t]` needs no space after TABLE).
 _WORDS = re.compile(r"\w+")
+# `RENAME TABLE a TO b, c TO d` (the text after RENAME) and its pairs (Teradata also writes `a AS b`); a name's
+# parts may be quoted with spaces inside.
+_RENAME_NAME = r"(?:`[^`]*`|\"[^\"]*\"|\[[^\]]*\]|[^\s,;`\"\[])+"
+_RENAME_PAIR = re.compile(rf"({_RENAME_NAME})\s+(?:TO|AS)\s+({_RENAME_NAME})", re.IGNORECASE)
+_RENAME_TABLES = re.compile(rf"\s*TABLES?\s+((?:{_RENAME_PAIR.pattern})(?:\s*,\s*{_RENAME_PAIR.pattern})*)\s*;?\s*",
+                            re.IGNORECASE)
+# Redshift UNLOAD's query: a literal in parentheses, its quotes doubled or backslash-escaped.
+_UNLOAD = re.compile(r"\s*\(\s*'((?:[^'\\]|''|\\.)*)'\s*\)", re.DOTALL)
 _SCRIPTING_BLOCK = re.compile(r"\s*(?:DECLARE|BEGIN)\b", re.IGNORECASE)
 
 

@@ -1,11 +1,12 @@
-"""Snowflake token rewrite: a Snowflake Scripting body written without ``$$`` quotes.
+"""Token rewrite for Snowflake and BigQuery: a procedure's scripting body written without quotes.
 
-``CREATE PROCEDURE p() ... AS BEGIN <statements> END;`` (Snowsight, the Python connector and the query history
-keep the body unquoted) runs nothing when created: the body runs only when called, and each of its statements
+Snowflake ``CREATE PROCEDURE p() ... AS BEGIN <statements> END;`` (Snowsight, the Python connector and the query
+history keep the body unquoted) and BigQuery ``CREATE PROCEDURE ds.p() [OPTIONS(...)] BEGIN <statements> END``
+(BigQuery has no other form) run nothing when created: the body runs only when called, and each of its statements
 then reaches the query history on its own, as a child of the CALL. sqlglot cannot read such a body (``RETURN``,
-``LET``, ``FOR ... DO``, ``EXCEPTION`` are not SQL statements): the CREATE failed, and its body's statements were
-taken for the text's own. The body is replaced by one string token, as if quoted with ``$$``, so the definition
-reads as one, and the statements after it are read as usual.
+``LET``, ``FOR ... DO``, ``EXCEPTION`` are not SQL statements): the CREATE failed, or its body's statements after
+the first ``;`` were taken for the text's own. The body is replaced by one string token, as if quoted with ``$$``,
+so the definition reads as one, and the statements after it are read as usual.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ _BODY_OWNERS = frozenset({"PROCEDURE", "FUNCTION", "TASK"})
 _BODY_STARTS = frozenset({"BEGIN", "DECLARE"})
 #: ``END <word>`` closes a construct not opened by BEGIN or CASE (``END IF``, ``END FOR`` ...).
 _OTHER_ENDS = frozenset({"IF", "FOR", "LOOP", "WHILE", "REPEAT"})
+#: The word BEGIN's token types (Snowflake's tokenizer gives BEGIN, BigQuery's COMMAND).
+_BEGIN_TYPES = frozenset({TokenType.BEGIN, TokenType.COMMAND})
 #: ``BEGIN <word>`` / ``BEGIN;`` starting a transaction, not a block.
 _TRANSACTION = frozenset({"TRANSACTION", "WORK", "NAME", ";"})
 
@@ -57,6 +60,8 @@ def _body_start(tokens: list[Token], i: int) -> int | None:
             depth -= 1
         elif depth == 0 and word in _BODY_OWNERS:
             owner = True
+        elif depth == 0 and owner and _is_begin(tokens[j]):  # BigQuery: the body follows the header, no AS
+            return j
         elif depth == 0 and kind == TokenType.ALIAS and tokens[j - 1].text.upper() != "EXECUTE":  # not EXECUTE AS
             nxt = j + 1
             if not owner or nxt >= len(tokens) or tokens[nxt].text.upper() not in _BODY_STARTS:
@@ -70,7 +75,7 @@ def _body_end(tokens: list[Token], start: int) -> int | None:
     open_blocks, j, n = 0, start, len(tokens)
     while j < n:
         after = tokens[j + 1].text.upper() if j + 1 < n else ""
-        if tokens[j].token_type == TokenType.BEGIN and after not in _TRANSACTION:
+        if _is_begin(tokens[j]) and after not in _TRANSACTION:
             open_blocks += 1
         elif tokens[j].token_type == TokenType.CASE:
             open_blocks += 1
@@ -82,3 +87,8 @@ def _body_end(tokens: list[Token], start: int) -> int | None:
                 return j
         j += 1
     return None
+
+
+def _is_begin(token: Token) -> bool:
+    """Whether the token is the word BEGIN (Snowflake's tokenizer types it BEGIN, BigQuery's COMMAND)."""
+    return token.token_type in _BEGIN_TYPES and token.text.upper() == "BEGIN"

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
+from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.lineage import Node, lineage
 
 from harvesters.sql.dialects import DialectRules, rules_for, split_batches
@@ -150,7 +150,13 @@ class _Walker:
         outputs = columns if columns is not None else names
         # every identifier is quoted and normalised by now: sqlglot's default dialect compares them exactly (T-SQL's
         # own would fold even quoted names to lower case)
-        nodes = lineage(None, query, schema={}, dialect=None, copy=False)
+        try:
+            nodes = lineage(None, query, schema={}, dialect=None, copy=False)
+        except OptimizeError:
+            # a filter's or grouping's column sqlglot cannot place (`WHERE b IN (SELECT b FROM t2)`: b may be the
+            # outer query's; `GROUP BY Age` naming the alias AGE) fails the whole statement, yet no written
+            # column's value comes from those clauses: read once more without them
+            nodes = lineage(None, _without_filters(query), schema={}, dialect=None, copy=False)
         lineage_of: dict[str, tuple[ColumnSource, ...]] = {}
         for output, name, projection in zip(outputs, names, selects):
             if name is None or output is None or _is_star(projection) or name not in nodes:
@@ -204,7 +210,7 @@ class _Walker:
     def _canonical(self, tree: exp.Expr) -> None:
         """Every identifier normalised by the dialect's case rule and quoted, so sqlglot compares them exactly
         (T-SQL: the first spelling of a name in the text stands for all its spellings)."""
-        for ident in tree.find_all(exp.Identifier):
+        for ident in tree.find_all(exp.Identifier, bfs=False):  # depth first: in the text's order (first spelling)
             if ident.args.get("quoted"):
                 continue
             ident.set("this", self._ident_text(ident.name))
@@ -292,6 +298,18 @@ class _Walker:
                 projection.replace(exp.alias_(projection.copy(), exp.to_identifier(name, quoted=True)))
             names.append(name)
         return names
+
+
+def _without_filters(query: exp.Expr) -> exp.Expr:
+    """`query` with the clauses that choose or group rows (WHERE, GROUP BY, HAVING, QUALIFY) removed from each of
+    its SELECTs: what remains names every column a projection's value is computed from."""
+    for select in list(query.find_all(exp.Select)):
+        for clause in _FILTERS:
+            select.set(clause, None)
+    return query
+
+
+_FILTERS = ("where", "group", "having", "qualify")
 
 
 def _parse(text: str, dialect: str) -> list[exp.Expr | None]:

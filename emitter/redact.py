@@ -74,6 +74,13 @@ def _quoted_key_is_secret(text: str, m: re.Match[str]) -> bool:
     return is_secret_key(m.group("k"))
 
 
+def _credential_word(text: str, m: re.Match[str]) -> bool:
+    """The key starts a word and the word after it holds a digit or a symbol, as passwords must: plain words
+    (`password expired`, `pwd reset`) are prose."""
+    value = m.group("v")
+    return _word_start(text, m) and any(c.isdigit() or c in "!@#$%^&*?~+" for c in value)
+
+
 _SEP = r"[_.\-]?"
 # Key names whose value is a secret in key=value forms, one flat alternation of literal-led branches
 # (re scans those several times faster than nested groups). The name must end right at the "="
@@ -242,6 +249,16 @@ RULES: tuple[Rule, ...] = (
         ("--",),
         re.compile(rf"--(?P<k>{_KEY_NAMES})[ \t]+{_VALUE}"),
         "long command-line options with the value after a space: --password pw, --api-key k",
+    ),
+    Rule(
+        "password_word",
+        ("pass", "pwd"),
+        (),
+        re.compile(r"""(?:password|passwd|passphrase|pwd)[ \t]+(?P<v>[^\s;,'"()<>=:]{6,})(?=[\s;,'"<>)]|\Z)"""),
+        "a password written after the word with only a space between, as error messages and notes say it "
+        "(`Login failed: ... password S3cretW23`); a word holding a digit or a symbol only (`password did not "
+        "match`, `password varchar(100)` stay)",
+        accept=_credential_word,
     ),
     Rule(
         "tsql_proc_password",

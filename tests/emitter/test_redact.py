@@ -110,6 +110,10 @@ def test_redact_masks(text: str, gone: list[str], kept: list[str]) -> None:
 
 # Issue 11: shapes that leaked, as input -> exact output (T-SQL N'...' literals keep their N and quotes).
 MASKED_EXACT = [
+    # a password after the word and a space, as error messages write it
+    ("Login failed: connection string Server=x;PWD=S3cretV22; password S3cretW23",
+     "Login failed: connection string Server=x;PWD=***; password ***"),
+    ("Password 12345678 rejected; passwd P@ss!word", "Password *** rejected; passwd ***"),
     # PASSWORD = N'...' / SECRET = N'...' in every statement that takes one
     ("ALTER USER etl WITH PASSWORD = N'Secr3t!'", "ALTER USER etl WITH PASSWORD = N'***'"),
     ("ALTER LOGIN etl WITH PASSWORD = N'new''pw' OLD_PASSWORD = N'old1'",
@@ -213,6 +217,10 @@ UNCHANGED = [
     "https://openlineage.io/spec/facets/1-0-1/SQLJobFacet.json#/$defs/SQLJobFacet",
     "execute_insert_into_hadoop_fs_relation_command",
     "SELECT 'password' AS label, 'token' AS kind",
+    "Login failed for user 'etl'. Reason: Password did not match that for the login provided.",
+    "CREATE TABLE u (id int, password nvarchar2(100), pwd varchar(64), passphrase char(8))",
+    "SELECT password, login FROM dbo.users WHERE password IS NULL",
+    "pwd /home/user/project",
     "",
 ]
 
@@ -238,6 +246,7 @@ RULE_EXAMPLES = {
     "azure_hadoop_key": ("fs.azure.account.key.a.blob.core.windows.net = k",
                          "fs.azure.account.key.a.blob.core.windows.net = ***"),
     "key_value": ("PWD={x};UID=u", "PWD={***};UID=u"),
+    "password_word": ("bad password hunter2.", "bad password ***"),
     "quoted_key_value": ('{"apiKey": "k"}', '{"apiKey": "***"}'),
     "sql_keyword_literal": ("WITH PASSWORD 'x''y'", "WITH PASSWORD '***'"),
     "sql_identified_by": ("IDENTIFIED BY VALUES 'S:ABC'", "IDENTIFIED BY VALUES '***'"),

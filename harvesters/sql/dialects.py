@@ -242,6 +242,8 @@ DIALECTS: dict[str, DialectRules] = {
     # dictGet*(dict, ...) / dictHas(dict, key) ...: a lookup in a dictionary, a stored object loaded from a table.
     "clickhouse": DialectRules("clickhouse", sqlglot="clickhouse", table_functions=dict.fromkeys(
         _CLICKHOUSE_DICTIONARY_FUNCTIONS, ((0,), ()))),
+    # Athena runs DDL on Hive (`backquoted` names) and queries on Trino; logs and scripts mix the two quotings.
+    "athena": DialectRules("athena", sqlglot="athena", fallbacks=("hive",)),
     "sparksql": _spark("spark", name="sparksql"),
     "spark": _spark("spark", name="spark"),
     "spark2": _spark("spark2", name="spark2"),
@@ -260,7 +262,7 @@ DIALECTS: dict[str, DialectRules] = {
 
 # Every other sqlglot dialect, with generic rules (names as written, qualified with whatever is given).
 _GENERIC = (
-    "athena", "doris", "dremio", "drill", "druid", "duckdb", "dune", "exasol",
+    "doris", "dremio", "drill", "druid", "duckdb", "dune", "exasol",
     "materialize", "oracle", "presto", "risingwave", "singlestore", "sqlite", "starrocks", "teradata",
     "trino",
 )

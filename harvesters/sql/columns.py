@@ -25,8 +25,10 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 
 from sqlglot import exp
-from sqlglot.errors import OptimizeError, SqlglotError
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import OptimizeError, ParseError, SqlglotError
 from sqlglot.lineage import Node, lineage
+from sqlglot.tokens import TokenType
 
 from harvesters.sql.dialects import DialectRules, rules_for, split_batches
 from harvesters.sql.engine import default_identifier, qualified_parts
@@ -66,9 +68,13 @@ def column_lineage(sql: str, dialect: str, default_database: str | None = None, 
             return {}
         walker = _Walker(rules, default_database, default_schema, table_columns, temp_tables)
         return walker.run(sql)
-    except (SqlglotError, RecursionError, ValueError, KeyError, AttributeError, TypeError) as error:
+    except _ERRORS as error:
         log.debug("no column lineage: %s: %s", type(error).__name__, error)
         return {}
+
+
+#: What sqlglot raises on text or trees it cannot follow.
+_ERRORS = (SqlglotError, RecursionError, ValueError, KeyError, AttributeError, TypeError)
 
 
 class _Walker:
@@ -92,7 +98,11 @@ class _Walker:
             for statement in _parse(batch, self.rules.sqlglot):
                 if statement is None:
                     continue
-                found = self._statement(statement)
+                try:
+                    found = self._statement(statement)
+                except _ERRORS as error:  # a statement sqlglot cannot follow costs only itself
+                    log.debug("no column lineage for a statement: %s: %s", type(error).__name__, error)
+                    continue
                 if found is not None:
                     table, columns = found
                     if columns:
@@ -142,7 +152,9 @@ class _Walker:
             if not known:
                 return None  # INSERT INTO t SELECT ...: which column gets which value depends on t's definition
             columns = list(known)
-        self._expand_stars(query)
+        ctes = {cte.alias.casefold(): cte.this for cte in query.find_all(exp.CTE)}
+        self._expand_stars(query, ctes)
+        self._qualify_by_source(query, ctes)
         selects = query.selects
         if columns is not None and (len(columns) != len(selects) or any(_is_star(s) for s in selects)):
             return None  # which value goes to which column is not known
@@ -153,10 +165,7 @@ class _Walker:
         try:
             nodes = lineage(None, query, schema={}, dialect=None, copy=False)
         except OptimizeError:
-            # a filter's or grouping's column sqlglot cannot place (`WHERE b IN (SELECT b FROM t2)`: b may be the
-            # outer query's; `GROUP BY Age` naming the alias AGE) fails the whole statement, yet no written
-            # column's value comes from those clauses: read once more without them
-            nodes = lineage(None, _without_filters(query), schema={}, dialect=None, copy=False)
+            nodes = _lineage_in_parts(query, names)
         lineage_of: dict[str, tuple[ColumnSource, ...]] = {}
         for output, name, projection in zip(outputs, names, selects):
             if name is None or output is None or _is_star(projection) or name not in nodes:
@@ -253,15 +262,14 @@ class _Walker:
 
     # ---- projections -------------------------------------------------------------------------------------
 
-    def _expand_stars(self, query: exp.Expr) -> None:
-        """``*`` / ``t.*`` over base tables whose columns the caller knows, written out (sqlglot expands the
-        ones over CTEs and subqueries itself)."""
-        if self.table_columns is None:
-            return
-        for select in list(query.find_all(exp.Select)):
+    def _expand_stars(self, query: exp.Expr, ctes: dict[str, exp.Expr]) -> None:
+        """``*`` / ``t.*`` written out where the columns of every source it covers are known: base tables from
+        ``table_columns``, CTEs and subqueries from their own projections (innermost first, so a star over a CTE
+        whose body had one is written out too)."""
+        for select in reversed(list(query.find_all(exp.Select))):
             if not any(_is_star(p) for p in select.expressions):
                 continue
-            sources = [t for t in _from_tables(select)]
+            sources = _sources(select)
             expanded: list[exp.Expr] = []
             for projection in select.expressions:
                 if not _is_star(projection):
@@ -269,15 +277,58 @@ class _Walker:
                     continue
                 qualifier = projection.table if isinstance(projection, exp.Column) else ""
                 chosen = [t for t in sources if not qualifier or t.alias_or_name == qualifier]
-                columns = [self._known_columns(t) for t in chosen]
+                columns = [self._source_columns(t, ctes) for t in chosen]
                 if not chosen or any(c is None for c in columns) or len(chosen) != len(sources) and not qualifier:
                     expanded.append(projection)  # stays a star: unknown
                     continue
-                for table, known in zip(chosen, columns):
-                    alias = table.alias_or_name
+                for source, known in zip(chosen, columns):
+                    alias = source.alias_or_name
                     expanded.extend(exp.column(exp.to_identifier(c, quoted=True),
                                                table=exp.to_identifier(alias, quoted=True)) for c in known or ())
             select.set("expressions", expanded)
+
+    def _qualify_by_source(self, query: exp.Expr, ctes: dict[str, exp.Expr]) -> None:
+        """Unqualified projection columns given the one source they can come from: the select's only source, or
+        the only one of its sources (all of them known) that has the column. sqlglot leaves them to its schema,
+        which is empty here (and it loses them in a CTE after the first). Only selects whose columns cannot be
+        an outer query's (the query, its CTEs, subqueries in FROM / JOIN); a name another projection uses as its
+        alias is left alone (it may mean the alias)."""
+        for select in list(query.find_all(exp.Select)):
+            sources = _sources(select)
+            if not sources or not _standalone(select):
+                continue
+            known = [self._source_columns(t, ctes) for t in sources] if len(sources) > 1 else [None]
+            aliases = {p.alias.casefold() for p in select.expressions if isinstance(p, exp.Alias)}
+            for projection in select.expressions:
+                own = projection.alias.casefold() if isinstance(projection, exp.Alias) else ""
+                for column in list(projection.find_all(exp.Column)):
+                    name = column.name.casefold()
+                    if column.table or name in aliases - {own} or column.find_ancestor(exp.Select) is not select:
+                        continue
+                    if len(sources) == 1:
+                        holder: exp.Expr | None = sources[0]
+                    elif any(k is None for k in known):
+                        continue
+                    else:
+                        holders = [t for t, k in zip(sources, known) if name in {c.casefold() for c in k or ()}]
+                        holder = holders[0] if len(holders) == 1 else None
+                    if holder is not None and holder.alias_or_name:
+                        column.set("table", exp.to_identifier(holder.alias_or_name, quoted=True))
+
+    def _source_columns(self, source: exp.Expr, ctes: dict[str, exp.Expr]) -> list[str] | None:
+        """The columns a FROM / JOIN source gives, when known: a CTE's or subquery's named projections (no star
+        left), a base table's from ``table_columns``."""
+        body: exp.Expr | None = source.this if isinstance(source, exp.Subquery) else None
+        if isinstance(source, exp.Table) and not source.db and source.name.casefold() in ctes:
+            body = ctes[source.name.casefold()]
+        if body is not None:
+            if not isinstance(body, (exp.Select, exp.SetOperation)) or any(_is_star(p) for p in body.selects):
+                return None
+            names = [p.alias_or_name for p in body.selects]
+            return names if all(names) else None
+        if isinstance(source, exp.Table):
+            return self._known_columns(source)
+        return None
 
     def _known_columns(self, table: exp.Table) -> list[str] | None:
         name = self._table_name(table)
@@ -300,9 +351,41 @@ class _Walker:
         return names
 
 
+def _lineage_in_parts(query: exp.Expr, names: list[str | None]) -> dict[str, Node]:
+    """The lineage of a query sqlglot could not qualify as a whole: a column one clause names that sqlglot cannot
+    place fails every output column. First without the clauses that choose or group rows (`WHERE b IN (SELECT b FROM
+    t2)`: b may be the outer query's; `GROUP BY Age` naming the alias AGE): no written value comes from them. Then,
+    for a plain SELECT, each projection alone (`(SELECT avg(c) FROM t3) AS x, col2`: col2 is certain); a projection
+    naming another one's alias is left out (`a AS b, b + 1 AS c`: whether b is the alias or a column depends on the
+    dialect)."""
+    bare = _without_filters(query)
+    try:
+        return lineage(None, bare.copy(), schema={}, dialect=None, copy=False)
+    except OptimizeError:
+        pass
+    if not isinstance(bare, exp.Select):
+        return {}
+    aliases = {name.casefold() for name in names if name}
+    nodes: dict[str, Node] = {}
+    for name, projection in zip(names, bare.expressions):
+        if name is None:
+            continue
+        named = {c.name.casefold() for c in projection.find_all(exp.Column) if not c.table}
+        if named & (aliases - {name.casefold()}):
+            continue
+        alone = bare.copy()
+        alone.set("expressions", [projection.copy()])
+        try:
+            nodes.update(lineage(None, alone, schema={}, dialect=None, copy=False))
+        except OptimizeError:
+            continue  # this projection's own columns cannot be placed: left out
+    return nodes
+
+
 def _without_filters(query: exp.Expr) -> exp.Expr:
-    """`query` with the clauses that choose or group rows (WHERE, GROUP BY, HAVING, QUALIFY) removed from each of
-    its SELECTs: what remains names every column a projection's value is computed from."""
+    """A copy of `query` with the clauses that choose or group rows (WHERE, GROUP BY, HAVING, QUALIFY) removed from
+    each of its SELECTs: what remains names every column a projection's value is computed from."""
+    query = query.copy()
     for select in list(query.find_all(exp.Select)):
         for clause in _FILTERS:
             select.set(clause, None)
@@ -313,9 +396,24 @@ _FILTERS = ("where", "group", "having", "qualify")
 
 
 def _parse(text: str, dialect: str) -> list[exp.Expr | None]:
-    from sqlglot import parse
-
-    return parse(text, read=dialect)
+    """The batch's statements; when sqlglot rejects the batch, each `;`-separated statement on its own, so one it
+    cannot read (`INSERT ...; FORGOT TO COMMENT`) costs only itself."""
+    reader = Dialect.get_or_raise(dialect)
+    tokens = reader.tokenize(text)
+    try:
+        return reader.parser().parse(tokens, text)
+    except ParseError:
+        pass
+    statements: list[exp.Expr | None] = []
+    start = 0
+    for end in [*(i for i, t in enumerate(tokens) if t.token_type == TokenType.SEMICOLON), len(tokens)]:
+        if end > start:
+            try:
+                statements.extend(reader.parser().parse(tokens[start:end], text))
+            except ParseError:
+                pass
+        start = end + 1
+    return statements
 
 
 def _column_parts(name: str) -> list[exp.Identifier]:
@@ -327,15 +425,31 @@ def _is_star(projection: exp.Expr) -> bool:
     return isinstance(projection, exp.Star) or (isinstance(projection, exp.Column) and projection.is_star)
 
 
-def _from_tables(select: exp.Select) -> list[exp.Table]:
-    """The sources of a select's FROM and JOINs, when every one is a base table (else none: a star over a
-    subquery is sqlglot's to expand)."""
+def _sources(select: exp.Select) -> list[exp.Expr]:
+    """The sources of a select's FROM and JOINs (tables, CTE names, subqueries); none when one is anything else
+    (a table function, UNNEST, VALUES ...: its columns are not known)."""
     sources: list[exp.Expr] = []
     from_ = select.args.get("from_") or select.args.get("from")
     if from_ is not None:
         sources.append(from_.this)
     sources.extend(join.this for join in select.args.get("joins") or ())
-    return [s for s in sources if isinstance(s, exp.Table)] if all(isinstance(s, exp.Table) for s in sources) else []
+    return sources if all(isinstance(s, (exp.Table, exp.Subquery)) and isinstance(s.this, (exp.Identifier, exp.Query))
+                          for s in sources) else []
+
+
+def _standalone(select: exp.Select) -> bool:
+    """Whether the select's columns can only be its own sources': the query itself, a CTE body, a subquery in
+    FROM / JOIN, a branch of a set operation of those (not a subquery in an expression, which may be correlated)."""
+    node: exp.Expr = select
+    while node.parent is not None:
+        parent = node.parent
+        if isinstance(parent, exp.Select) and node.arg_key not in ("from_", "from", "joins", "with_", "with"):
+            return False
+        if not isinstance(parent, (exp.Select, exp.Subquery, exp.SetOperation, exp.CTE, exp.With, exp.From,
+                                   exp.Join)):
+            return False
+        node = parent
+    return True
 
 
 def _subtype(expression: exp.Expr) -> str:

@@ -354,7 +354,8 @@ class _Walker:
 def _lineage_in_parts(query: exp.Expr, names: list[str | None]) -> dict[str, Node]:
     """The lineage of a query sqlglot could not qualify as a whole: a column one clause names that sqlglot cannot
     place fails every output column. First without the clauses that choose or group rows (`WHERE b IN (SELECT b FROM
-    t2)`: b may be the outer query's; `GROUP BY Age` naming the alias AGE): no written value comes from them. Then,
+    t2)`: b may be the outer query's; `GROUP BY Age` naming the alias AGE; a join's ON naming a column its subquery
+    does not give): no written value comes from them. Then,
     for a plain SELECT, each projection alone (`(SELECT avg(c) FROM t3) AS x, col2`: col2 is certain); a projection
     naming another one's alias is left out (`a AS b, b + 1 AS c`: whether b is the alias or a column depends on the
     dialect)."""
@@ -383,12 +384,14 @@ def _lineage_in_parts(query: exp.Expr, names: list[str | None]) -> dict[str, Nod
 
 
 def _without_filters(query: exp.Expr) -> exp.Expr:
-    """A copy of `query` with the clauses that choose or group rows (WHERE, GROUP BY, HAVING, QUALIFY) removed from
-    each of its SELECTs: what remains names every column a projection's value is computed from."""
+    """A copy of `query` with the clauses that choose or group rows (WHERE, GROUP BY, HAVING, QUALIFY, JOIN ... ON)
+    removed from each of its SELECTs: what remains names every column a projection's value is computed from."""
     query = query.copy()
     for select in list(query.find_all(exp.Select)):
         for clause in _FILTERS:
             select.set(clause, None)
+    for join in list(query.find_all(exp.Join)):
+        join.set("on", None)  # a join's condition chooses rows too
     return query
 
 

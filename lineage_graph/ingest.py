@@ -30,9 +30,20 @@ from .store import blob_ids, ids_blob
 
 EVENT_TYPES = frozenset({"START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"})
 TERMINAL = frozenset({"COMPLETE", "ABORT", "FAIL"})
-_UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
+# The schema's `format: uuid`: the hyphenated form (a hyphenless copy of an id would be another run).
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 # a Hive-style partition folder at the end of a path: `/dt=2024-01-01`, `/region=eu/` (partitions are one dataset)
 _PARTITION_TAIL = re.compile(r"(?:/[^/=]+=[^/]*)+/?$")
+# Namespaces of file systems and object stores, where `key=value` folders are a table's partitions (a Kafka topic,
+# an HTTP path or a database name holding `=` is a name of its own).
+_PATH_SCHEMES = frozenset({
+    "file", "s3", "s3a", "s3n", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss", "wasb", "wasbs", "adl", "dbfs",
+    "oss", "cos", "obs", "swift", "webhdfs", "local",
+})
+# eventTimes whose instant every time zone can show (datetime's years 1-9999): a time past them would break every
+# read command that shows times.
+_T_MIN = datetime(1, 1, 2, tzinfo=timezone.utc).timestamp()
+_T_MAX = datetime(9999, 12, 30, tzinfo=timezone.utc).timestamp()
 CHUNK = 8 << 20
 HEAD = 4096
 
@@ -92,16 +103,22 @@ def parse_time(value: object) -> float:
         raise BadEvent(f"eventTime is not an ISO 8601 time: {value[:40]!r}") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
+    try:
+        t = dt.timestamp()
+    except (OverflowError, ValueError):
+        t = _T_MAX + 1
+    if not _T_MIN <= t <= _T_MAX:
+        raise BadEvent(f"eventTime is out of range (years 1-9999 in every time zone): {value[:40]!r}")
+    return t
 
 
 def normalize_dataset(namespace: str, name: str) -> tuple[str, str] | None:
     """A dataset's identity in the graph, or None for storage private to a job.
 
-    Partitions of one table are one dataset: trailing ``key=value`` path folders are trimmed
-    (``/data/sales/dt=2024-01-01`` -> ``/data/sales``). SQL Server temporary tables (last name part starting
-    with ``#``) are private to their session and not datasets."""
-    if "=" in name and "/" in name:
+    Partitions of one table are one dataset: trailing ``key=value`` path folders are trimmed in a file system's or
+    object store's namespace (``/data/sales/dt=2024-01-01`` -> ``/data/sales``). SQL Server temporary tables (last
+    name part starting with ``#``) are private to their session and not datasets."""
+    if "=" in name and "/" in name and namespace.split(":", 1)[0].lower() in _PATH_SCHEMES:
         trimmed = _PARTITION_TAIL.sub("", name)
         if trimmed:
             name = trimmed
@@ -322,7 +339,12 @@ def fast_record(event: object) -> Record | None:
         dt = _fromisoformat(when)
     except ValueError:
         return None
-    t = (dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt).timestamp()
+    try:
+        t = (dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt).timestamp()
+    except (OverflowError, ValueError):
+        return None
+    if not _T_MIN <= t <= _T_MAX:
+        return None
     event_type = event.get("eventType")
     if event_type is not None and (not isinstance(event_type, str) or event_type not in EVENT_TYPES):
         return None

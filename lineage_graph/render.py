@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import shlex
 from datetime import datetime, timezone
 
 TYPE_CHECKING = False  # (not typing's: importing typing costs a traversal a few ms)
@@ -16,7 +17,10 @@ def iso(t: float | None) -> str | None:
     """POSIX seconds -> ISO 8601 UTC (``...Z``)."""
     if t is None:
         return None
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except (OverflowError, ValueError, OSError):  # a time ingested before ingest refused times past year 9999
+        return "(out of range)"
 
 
 def job_json(graph: Graph, j: Job) -> dict:
@@ -187,11 +191,18 @@ def _placeholder(values: dict[str, str], match: re.Match[str]) -> str:
     return values[match.group(1)]
 
 
+def _shell_word(text: str) -> str:
+    """A name as one word of the bash command Airflow runs: quoted for the shell, and each brace written as a
+    Jinja expression giving it (Airflow renders ``bash_command`` as a template before bash reads it), so a name
+    from any producer (``x; rm -rf ~``, ``{{ var.value.secret }}``) stays that name."""
+    return shlex.quote(text).replace("{", "{{ '{' }}")
+
+
 def dag_factory(graph: Graph, dag: TaskDag, *, dag_id: str = "lineage_dag",
                 bash_command: str = "echo {task}", schedule: str | None = None) -> str:
     """A dag-factory YAML file: one entry per task with ``dependencies:`` and a ``bash_command`` made from the
-    template (placeholders ``{task}`` the task id, ``{fqn}``, ``{name}``, ``{namespace}``; other text, an Airflow
-    ``{{ ds }}`` or a shell ``${HOME}`` included, is kept as written)."""
+    template (placeholders ``{task}`` the task id, ``{fqn}``, ``{name}``, ``{namespace}``, each one shell word
+    (:func:`_shell_word`); other text, an Airflow ``{{ ds }}`` or a shell ``${HOME}`` included, is kept as written)."""
     ids: dict[int, str] = {}
     used: set[str] = set()
     for t in sorted(dag.tasks, key=lambda t: dag.tasks[t].key):
@@ -210,7 +221,8 @@ def dag_factory(graph: Graph, dag: TaskDag, *, dag_id: str = "lineage_dag",
              "  description: " + _yaml_str("task dependencies derived from OpenLineage lineage"), "  tasks:"]
     for t in sorted(dag.tasks, key=lambda t: (dag.levels[t], ids[t])):
         job = dag.tasks[t]
-        values = {"task": ids[t], "fqn": job.fqn, "name": job.name, "namespace": job.effective_namespace}
+        values = {"task": ids[t], "fqn": _shell_word(job.fqn), "name": _shell_word(job.name),
+                  "namespace": _shell_word(job.effective_namespace)}
         cmd = _PLACEHOLDER.sub(functools.partial(_placeholder, values), bash_command)
         lines.append(f"    {_yaml_str(ids[t])}:")
         lines.append("      operator: airflow.operators.bash.BashOperator")

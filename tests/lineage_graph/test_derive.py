@@ -54,6 +54,10 @@ CURRENT = [
                  {"a": ([], ["y"], "START", 1, False)}, id="run-in-progress-makes-no-version"),
     pytest.param([E(1, "r1", "a", inputs=[("/t/dt=2024-01-01/h=1", "s3://b")], outputs=["#tmp", "y"])],
                  {"a": (["/t"], ["y"], "COMPLETE", 1, False)}, id="partitions-one-dataset-temp-table-none"),
+    pytest.param([E(1, "r1", "a", inputs=[("topic/x=1", "kafka://broker:9092"), ("/v1/items?page=2", "http://api")],
+                    outputs=[("/data/report/dt=1", "file"), ("db.s.t/k=v", "postgres://h:5432")])],
+                 {"a": (["/v1/items?page=2", "topic/x=1"], ["/data/report", "db.s.t/k=v"], "COMPLETE", 1, False)},
+                 id="partitions-trimmed-only-in-file-systems"),
 ]
 
 

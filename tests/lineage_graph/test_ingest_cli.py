@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -71,7 +72,10 @@ BAD = [
     ("[1, 2]", "not a JSON object"),
     (json.dumps({**E(1, "r", "a"), "eventTime": 5}), "eventTime must be an ISO 8601 string"),
     (json.dumps({**E(1, "r", "a"), "eventTime": "yesterday"}), "eventTime is not an ISO 8601 time: 'yesterday'"),
+    (json.dumps({**E(1, "r", "a"), "eventTime": "9999-12-31T23:59:59.999999Z"}), "eventTime is out of range"),
+    (json.dumps({**E(1, "r", "a"), "eventTime": "0001-01-01T00:00:00+01:00"}), "eventTime is out of range"),
     (json.dumps({**E(1, "r", "a"), "run": {"runId": "42"}}), "run.runId must be a UUID"),
+    (json.dumps({**E(1, "r", "a"), "run": {"runId": "0190c5d2e5f47a3b8c1d2e3f4a5b6c7d"}}), "run.runId must be a UUID"),
     (json.dumps({**E(1, "r", "a"), "job": {"namespace": "ns"}}), "job.name must be a non-empty string"),
     (json.dumps({**E(1, "r", "a"), "eventType": "DONE"}), "eventType must be one of"),
     (json.dumps({**E(1, "r", "a"), "inputs": {"a": 1}}), "inputs must be an array"),
@@ -273,13 +277,35 @@ def test_dag_outputs_keep_unusual_names_valid(isolated_lineage_env, capsys, writ
     tasks = doc["my dag: #1"]["tasks"]
     assert len(tasks) == 2 and all(len(tid) <= 250 for tid in tasks)
     first, second = sorted(tasks.items(), key=lambda kv: "dependencies" in kv[1])
-    assert first[1]["bash_command"] == f"cd ${{HOME}} && run {writer} --date {{{{ ds }}}} {{0}} {first[0]}"
+    word = shlex.quote(writer).replace("{", "{{ '{' }}")
+    assert first[1]["bash_command"] == f"cd ${{HOME}} && run {word} --date {{{{ ds }}}} {{0}} {first[0]}"
     assert second[1]["dependencies"] == [first[0]]
     rc, out, _ = cli(capsys, "graph", "dag", "--format", "dot")
 
     def dot(text: str) -> str:  # DOT escapes only `"` and `\`; a line break is DOT's `\n`
         return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     assert f'  "ns/{dot(writer)}" -> "ns/{dot(reader)}" [label="w\\"é\\nx"];' in out.split("\n")
+
+
+@pytest.mark.parametrize("name", [
+    "semi; touch pwned_$(id -u)", "two words", "it's `id`", "{{ 7 * 7 }} {% if 1 %}x{% endif %} {# c #}",
+    "}} ${HOME} \\ \"q\" *", "-n",
+])
+def test_dag_factory_names_reach_bash_as_one_word(isolated_lineage_env, capsys, tmp_path, name):
+    """Airflow renders bash_command with Jinja, then bash runs it: a job name from any producer is one argument,
+    exactly itself, and runs nothing."""
+    yaml = pytest.importorskip("yaml")
+    jinja2 = pytest.importorskip("jinja2")
+    write(isolated_lineage_env / "openlineage-events.jsonl",
+          [E(1, "r1", name, outputs=["x"]), E(2, "r2", "reader", inputs=["x"])])
+    rc, out, _ = cli(capsys, "graph", "dag", "--format", "dag-factory", "--bash-command",
+                     "printf '%s|' {name} {fqn} {namespace} {{ ds }}")
+    tasks = yaml.safe_load(out)["lineage_dag"]["tasks"]
+    command = next(t["bash_command"] for t in tasks.values() if "dependencies" not in t)
+    rendered = jinja2.Template(command).render(ds="2024-01-02")
+    res = subprocess.run(["bash", "-c", rendered], cwd=tmp_path, capture_output=True, text=True)
+    assert (rc, res.returncode, res.stdout) == (0, 0, f"{name}|{name}|ns|2024-01-02|")
+    assert list(tmp_path.iterdir()) == []
 
 
 def _symlinked(event: dict, side: str, index: int, *identifiers) -> dict:

@@ -24,7 +24,7 @@ from openlineage.client.facet_v2 import (
     output_statistics_output_dataset,
     symlinks_dataset,
 )
-from py4j.protocol import Py4JJavaError
+from py4j.protocol import Py4JNetworkError
 
 from emitter import naming
 from emitter.naming.resolvers import NamespaceResolver, java_regex, namespace_resolvers, resolve_namespace
@@ -131,8 +131,14 @@ def read_plan(qe: Any, func_name: str = "") -> ReadPlan:
     try:
         plan_json = json.loads(jplan.toJSON())
         return ReadPlan(jplan, plan_json, plan_tree.parse(plan_json))
-    except Py4JJavaError:  # a node Spark cannot serialize: name the action, report no datasets
-        log.warning("cannot serialize the plan of %s", func_name or "an action", exc_info=True)
+    except Py4JNetworkError:
+        raise  # the JVM is gone: nothing to report
+    except Exception as error:  # noqa: BLE001 - a node Spark cannot serialize: name the action, report no datasets
+        # (a Py4JJavaError, or the SparkRuntimeException PySpark's handler converts it to: ml's KMeans plans hold
+        # Scala reflection types toJSON() cannot write). Spark's limit, not the application's: INFO, not WARN.
+        log.info("cannot serialize the plan of %s (%s): reported without datasets", func_name or "an action",
+                 type(error).__name__)
+        log.debug("plan serialization failure", exc_info=True)
         return ReadPlan(jplan, None, PlanNode(jplan.getClass().getName(), {}, (), (), ()))
 
 

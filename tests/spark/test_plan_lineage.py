@@ -589,3 +589,38 @@ def test_catalog_facet(request, workdir, name, hive, setup, action, conf, inputs
             session.sql(f"drop table if exists {table}_catalog_{name}")
     assert [seen(d) for d in last.inputs] == [expected(k) for k in inputs]
     assert [seen(d) for d in last.outputs] == [expected(k) for k in outputs]
+
+
+class _UnwritablePlan:
+    """A plan whose ``toJSON()`` fails inside the JVM with an exception PySpark's handler converts into its own
+    class, as ml's KMeans plans fail on Spark 4 (a SparkRuntimeException: Spark cannot write some Scala reflection
+    types)."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+
+    def toJSON(self) -> str:  # noqa: N802 (JVM name)
+        self.spark.sql("SELECT * FROM lineage_capture_no_such_table")  # an exception PySpark converts (3.5 and 4)
+        raise AssertionError("the query did not fail")
+
+    def getClass(self) -> Any:  # noqa: N802 (JVM name)
+        return self.spark._jvm.java.lang.Object().getClass()
+
+
+class _QueryExecution:
+    def __init__(self, plan: Any) -> None:
+        self.plan = plan
+
+    def optimizedPlan(self) -> Any:  # noqa: N802 (JVM name)
+        return self.plan
+
+
+def test_a_plan_spark_cannot_write_is_named_without_datasets(spark):
+    from pyspark.errors import PySparkException
+
+    from spark_plugin.plan_lineage import read_plan
+
+    with pytest.raises(PySparkException):  # the converted exception, not py4j's Py4JJavaError
+        _UnwritablePlan(spark).toJSON()
+    read = read_plan(_QueryExecution(_UnwritablePlan(spark)), "collect")
+    assert (read.json, read.root.cls, read.root.children) == (None, "java.lang.Object", ())

@@ -19,7 +19,9 @@ single input and ``outputStatistics`` on the output; a job without an output onl
 """
 from __future__ import annotations
 
+import os
 import re
+import sys
 import threading
 from datetime import datetime, timezone
 from typing import Any
@@ -143,7 +145,22 @@ def _wrap(original: Any, describe: Any, context_of: Any, python_call_site: bool)
 
     action.__wrapped__ = original  # type: ignore[attr-defined]
     action.__name__, action.__doc__ = original.__name__, original.__doc__
+    _as_pyspark_frame(action, original.__name__)
     return action
+
+
+def _as_pyspark_frame(function: Any, name: str) -> None:
+    """Give the wrapper's frame a file name inside PySpark's package and the wrapped method's name. PySpark names a
+    job after the first frame outside its package ("collect at app.py:38", in the UI, the event log and
+    ``spark_jobDetails.jobCallSite``): that was the wrapper ("collect at .../spark_plugin/rdd_jobs.py:135"). Its
+    frame in a traceback then reads as one more PySpark frame, named after this module."""
+    import pyspark
+
+    path = os.path.join(os.path.dirname(pyspark.__file__), f"<lineage-capture: {__name__}.{name}>")
+    names = {"co_filename": path, "co_name": name}
+    if sys.version_info >= (3, 11):
+        names["co_qualname"] = name
+    function.__code__ = function.__code__.replace(**names)
 
 
 def _kept(key: str, sc: Any, make: Any) -> Any:

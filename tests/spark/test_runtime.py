@@ -992,3 +992,26 @@ def test_reads_on_four_threads_report_only_their_own_jobs(spark, workdir):
     assert {name for name, _ in rdd_runs} <= {"map_partitions_parallel_collection"}, rdd_runs
     assert all(len(inputs) == 1 and inputs[0].startswith(f"{workdir}/t") for _, inputs in rdd_runs), rdd_runs
     assert not app.guard.failures
+
+
+def _collect_lines(spark: Any, workdir: str) -> Any:
+    return _text_lines(spark, workdir).collect()  # the call site Spark must name: this line, not the plugin's
+
+
+def test_collect_keeps_the_application_call_site(spark, workdir):
+    """PySpark names a job after the first frame outside its package: the application's, not the wrapper's."""
+    from spark_plugin import rdd_jobs
+
+    sc = spark.sparkContext
+    first_jobs: list[int] = []
+
+    def act(spark: Any, workdir: str) -> None:
+        first_jobs.append(rdd_jobs._next_job_id(sc))
+        _collect_lines(spark, workdir)
+
+    events, app = run_captured(spark, workdir, act)
+    site = f"collect at {__file__}:{_collect_lines.__code__.co_firstlineno + 1}"
+    job_name = sc._jsc.sc().statusStore().job(first_jobs[0]).name()
+    details = [e["run"]["facets"]["spark_jobDetails"] for e in events if "spark_jobDetails" in e["run"]["facets"]]
+    assert (job_name, [d["jobCallSite"] for d in details]) == (site, [site])
+    assert not app.guard.failures

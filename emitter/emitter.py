@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from emitter.config import EmitterConfig, load_config
@@ -59,7 +59,8 @@ class Emitter:
     """Builds, redacts, orders and delivers events; see the module docstring."""
 
     def __init__(self, config: EmitterConfig, transport: Any | None = None, retry_after: float = 30.0,
-                 in_flight: int | None = None, announce_file: bool = True, delivery_process: bool = False) -> None:
+                 in_flight: int | None = None, announce_file: bool | Callable[[str], None] = True,
+                 delivery_process: bool = False) -> None:
         """``delivery_process``: deliver over HTTP from a second process (:mod:`emitter.delivery_process`) when
         the machine has a second core; for a process that does nothing else, like a harvest."""
         self.config = config

@@ -6,7 +6,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -204,11 +204,12 @@ def _no_read_retries(transport: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def create_transport(transport: Mapping[str, Any] | None, announce: bool = True,
-                     announce_file: bool = True) -> Any:
+                     announce_file: bool | Callable[[str], None] = True) -> Any:
     """Build the transport; raises ValueError with a readable message when the configuration is unusable.
 
     ``announce`` reports unknown keys and prints a file transport's path once per process; ``announce_file=False``
-    keeps the path quiet (a host that must print nothing, e.g. a Spark driver with a configured file)."""
+    keeps the path quiet (a host that must print nothing, e.g. a Spark driver with a configured file); a callable
+    is given the notice instead of stderr (a Spark driver's stderr is copied into spark-submit's stdout)."""
     if not transport or not transport.get("type"):
         raise ValueError("no OpenLineage transport type configured")
     if announce:
@@ -226,13 +227,17 @@ def create_transport(transport: Mapping[str, Any] | None, announce: bool = True,
         raise ValueError(f"cannot build the {transport.get('type')!r} OpenLineage transport: "
                          f"{redact(str(error))}") from None
     if transport.get("type") == "file" and announce and announce_file:
-        _announce_file(str(transport.get("log_file_path")))
+        _announce_file(str(transport.get("log_file_path")), announce_file if callable(announce_file) else _stderr)
     return built
 
 
-def _announce_file(path: str) -> None:
-    """The file transport's path is printed once per process, so a user finds the events."""
+def _announce_file(path: str, say: Callable[[str], None]) -> None:
+    """The file transport's path is said once per process, so a user finds the events."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     if path not in _announced_files:
         _announced_files.add(path)
-        print(f"lineage events are appended to {path}", file=sys.stderr)
+        say(f"lineage events are appended to {path}")
+
+
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr)

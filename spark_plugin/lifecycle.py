@@ -623,8 +623,11 @@ class Application:
         config = load_config(self.config.emitter_overrides)
         self._building_since = time.monotonic()
         try:
-            # a configured file transport is not announced: the user named it, and the host prints nothing
-            return Emitter(config, announce_file=not host_log.configured_file(config.transport, config.source))
+            # a configured file transport is not announced: the user named it, and the host prints nothing; the
+            # default file is, as a warning through log4j: the driver's stderr would land in spark-submit's stdout,
+            # which an application may use for its data
+            configured = host_log.configured_file(config.transport, config.source)
+            return Emitter(config, announce_file=False if configured else log.warning)
         finally:
             self._building_since = None
 

@@ -196,6 +196,20 @@ def test_a_transport_that_cannot_be_built_leaves_the_output_alone(workdir, hook_
     assert len(ours) == 2 and "cannot build the 'htpp' OpenLineage transport" in ours[-1], ours
 
 
+def test_no_transport_configured_says_where_events_go_once_outside_the_output(workdir, hook_pythonpath,
+                                                                               class_archive, isolated_lineage_env):
+    """Nothing configured: the default events file is named once, as a warning where Spark's go; the application's
+    output (spark-submit's stdout, where the driver's stderr is copied) stays its own."""
+    result = submit(workdir, "stop", ON, hook_pythonpath, class_archive, isolated_lineage_env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "rows: 5"
+    ours = [line for line in result.stderr.splitlines() if " lineage_capture: " in line]
+    default_file = isolated_lineage_env / "openlineage-events.jsonl"
+    notice = f"lineage events are appended to {default_file}"
+    assert [line.split(" lineage_capture: ", 1)[1] for line in ours] == [notice]
+    assert default_file.stat().st_size > 0
+
+
 def test_not_enabled_nothing_is_preloaded(workdir, hook_pythonpath, class_archive, isolated_lineage_env):
     """Without ``spark.openlineage.python.enabled`` the context's creation starts no preload: openlineage-python is
     never imported, nothing is written."""

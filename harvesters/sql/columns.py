@@ -355,10 +355,9 @@ def _lineage_in_parts(query: exp.Expr, names: list[str | None]) -> dict[str, Nod
     """The lineage of a query sqlglot could not qualify as a whole: a column one clause names that sqlglot cannot
     place fails every output column. First without the clauses that choose or group rows (`WHERE b IN (SELECT b FROM
     t2)`: b may be the outer query's; `GROUP BY Age` naming the alias AGE; a join's ON naming a column its subquery
-    does not give): no written value comes from them. Then,
-    for a plain SELECT, each projection alone (`(SELECT avg(c) FROM t3) AS x, col2`: col2 is certain); a projection
-    naming another one's alias is left out (`a AS b, b + 1 AS c`: whether b is the alias or a column depends on the
-    dialect)."""
+    does not give): no written value comes from them. Then, for a plain SELECT, each projection alone (`(SELECT
+    avg(c) FROM t3) AS x, col2`: col2 is certain); a projection naming another one's alias is left out (`a AS b,
+    b + 1 AS c`: whether b is the alias or a column depends on the dialect)."""
     bare = _without_filters(query)
     try:
         return lineage(None, bare.copy(), schema={}, dialect=None, copy=False)

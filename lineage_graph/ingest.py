@@ -115,11 +115,12 @@ def parse_time(value: object) -> float:
 def normalize_dataset(namespace: str, name: str) -> tuple[str, str] | None:
     """A dataset's identity in the graph, or None for storage private to a job.
 
-    Partitions of one table are one dataset: trailing ``key=value`` path folders are trimmed in a file system's or
-    object store's namespace (``/data/sales/dt=2024-01-01`` -> ``/data/sales``). SQL Server temporary tables (last
-    name part starting with ``#``) are private to their session and not datasets."""
-    if "=" in name and "/" in name and namespace.split(":", 1)[0].lower() in _PATH_SCHEMES:
-        trimmed = _PARTITION_TAIL.sub("", name)
+    In a file system's or object store's namespace a path is one dataset however it ends: trailing ``key=value``
+    folders of a table's partitions are trimmed (``/data/sales/dt=2024-01-01`` -> ``/data/sales``), and so is a
+    trailing ``/`` (``/data/x/`` is ``/data/x``). SQL Server temporary tables (last name part starting with ``#``)
+    are private to their session and not datasets."""
+    if "/" in name and namespace.split(":", 1)[0].lower() in _PATH_SCHEMES:
+        trimmed = (_PARTITION_TAIL.sub("", name) if "=" in name else name).rstrip("/")
         if trimmed:
             name = trimmed
     if name.rsplit(".", 1)[-1].startswith("#"):

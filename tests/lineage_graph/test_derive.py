@@ -58,6 +58,10 @@ CURRENT = [
                     outputs=[("/data/report/dt=1", "file"), ("db.s.t/k=v", "postgres://h:5432")])],
                  {"a": (["/v1/items?page=2", "topic/x=1"], ["/data/report", "db.s.t/k=v"], "COMPLETE", 1, False)},
                  id="partitions-trimmed-only-in-file-systems"),
+    pytest.param([E(1, "r1", "a", outputs=[("/data/x/", "file")]), E(2, "r2", "b", inputs=[("/data/x", "file")],
+                                                                    outputs=[("topic/", "kafka://k:9092")])],
+                 {"a": ([], ["/data/x"], "COMPLETE", 1, False), "b": (["/data/x"], ["topic/"], "COMPLETE", 1, False)},
+                 id="trailing-slash-same-path"),
 ]
 
 

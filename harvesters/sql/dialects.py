@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import attrs
-import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import Token
 
@@ -185,13 +184,12 @@ _CLICKHOUSE_DICTIONARY_FUNCTIONS = frozenset(
 
 def _spark(sqlglot_name: str, **rules: Any) -> DialectRules:
     """Rules of a dialect of the Spark family (Spark SQL, Databricks)."""
-    tokenize = sqlglot.Dialect.get_or_raise(sqlglot_name).tokenize
     return DialectRules(
         sqlglot=sqlglot_name,
         path_formats=_SPARK_FILE_FORMATS,
         database_is_schema=True,
         pseudo_tables=frozenset({"identifier"}),
-        token_fix=name_tokens(tokenize),  # IDENTIFIER('db.t') names a table: see identifier_clause.py
+        token_fix=name_tokens(sqlglot_name),  # IDENTIFIER('db.t') names a table: see identifier_clause.py
         token_fix_when=re.compile(r"\bIDENTIFIER\s*\(", re.IGNORECASE),
         **rules,
     )

@@ -101,15 +101,20 @@ def parse_time(value: object) -> float:
         dt = datetime.fromisoformat(value)
     except ValueError:
         raise BadEvent(f"eventTime is not an ISO 8601 time: {value[:40]!r}") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    try:
-        t = dt.timestamp()
-    except (OverflowError, ValueError):
-        t = _T_MAX + 1
-    if not _T_MIN <= t <= _T_MAX:
+    t = _instant(dt)
+    if t is None:
         raise BadEvent(f"eventTime is out of range (years 1-9999 in every time zone): {value[:40]!r}")
     return t
+
+
+def _instant(dt: datetime) -> float | None:
+    """POSIX seconds of a parsed eventTime (a naive time taken as UTC), or None when every time zone could not
+    show it (past :data:`_T_MIN`..:data:`_T_MAX`): one check for :func:`parse_time` and :func:`fast_record`."""
+    try:
+        t = (dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt).timestamp()
+    except (OverflowError, ValueError):
+        return None
+    return t if _T_MIN <= t <= _T_MAX else None
 
 
 def normalize_dataset(namespace: str, name: str) -> tuple[str, str] | None:
@@ -340,11 +345,8 @@ def fast_record(event: object) -> Record | None:
         dt = _fromisoformat(when)
     except ValueError:
         return None
-    try:
-        t = (dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt).timestamp()
-    except (OverflowError, ValueError):
-        return None
-    if not _T_MIN <= t <= _T_MAX:
+    t = _instant(dt)
+    if t is None:
         return None
     event_type = event.get("eventType")
     if event_type is not None and (not isinstance(event_type, str) or event_type not in EVENT_TYPES):

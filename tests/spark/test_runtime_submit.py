@@ -123,6 +123,13 @@ def test_spark_submit(workdir, hook_pythonpath, class_archive, isolated_lineage_
             assert traceback_of(result.stdout) == traceback_of(baseline.stdout)
 
 
+CLOSING = "py4j.clientserver INFO Closing down clientserver connection"
+
+
+def _without(line: str, lines: list[str]) -> list[str]:
+    return [each for each in lines if each != line]
+
+
 def test_an_application_logging_at_info_sees_only_its_own_lines(workdir, hook_pythonpath, class_archive,
                                                                isolated_lineage_env):
     # the app's logging.basicConfig(INFO) after its session: our delivery summary and py4j's callback server
@@ -132,7 +139,12 @@ def test_an_application_logging_at_info_sees_only_its_own_lines(workdir, hook_py
                     hook_pythonpath, class_archive, isolated_lineage_env)
     assert result.returncode == 0, result.stderr[-3000:]
     off = submit(workdir, "info_logging", {}, hook_pythonpath, class_archive, isolated_lineage_env)
-    assert result.stdout.strip().splitlines() == off.stdout.strip().splitlines(), result.stdout[-3000:]
+    # py4j logs the closing of the main thread's connection from its __del__ at interpreter teardown; whether that
+    # object is freed before the process ends depends on the teardown order (with the plugin, the callback server's
+    # daemon threads may still hold the gateway client): the line may be missing, never added
+    on_lines, off_lines = (_without(CLOSING, r.stdout.strip().splitlines()) for r in (result, off))
+    assert on_lines == off_lines, result.stdout[-3000:]
+    assert result.stdout.count(CLOSING) <= off.stdout.count(CLOSING), result.stdout[-3000:]
     assert any(e["eventType"] == "COMPLETE" and e["job"]["name"].endswith("lake_again")
                for e in read_events(events_file))
 

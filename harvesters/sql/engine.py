@@ -533,8 +533,11 @@ class _Analyzer:
 
     def _copy(self, node: exp.Copy) -> None:
         loading = bool(node.args.get("kind"))  # COPY INTO t FROM ...; False: COPY t TO ...
-        files = list(node.args.get("files") or [])
-        target = _unwrap_schema(node.this)  # COPY INTO t (a, b) FROM ...; a stage or URL is no dataset
+        # a stage or URL is no dataset, even written in double quotes (an identifier to the parser)
+        files = [f for f in node.args.get("files") or [] if not _is_url(f)]
+        target = _unwrap_schema(node.this)  # COPY INTO t (a, b) FROM ...
+        if _is_url(target):
+            target = None
         if loading:
             self._lineage("COPY", files, [(target, _WRITE)])
         else:
@@ -1274,6 +1277,11 @@ def _control_word(node: exp.Expr) -> str | None:
     if isinstance(column, exp.Column) and not column.table and column.name.upper() in _CONTROL_WORDS:
         return column.name.upper()
     return None
+
+
+def _is_url(node: exp.Expr | None) -> bool:
+    """A location written as a double-quoted name (`COPY INTO t FROM "s3://b/p/"`): a table name holds no `://`."""
+    return isinstance(node, exp.Table) and "://" in node.name
 
 
 def _unwrap_schema(node: exp.Expr | None) -> exp.Expr | None:

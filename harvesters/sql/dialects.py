@@ -16,7 +16,7 @@ from sqlglot import exp
 from sqlglot.tokens import Token
 
 from harvesters.sql.identifier_clause import name_tokens
-from harvesters.sql.scripting import quote_bodies
+from harvesters.sql.scripting import flatten_blocks
 from harvesters.sql.tsql import fix_tokens as _tsql_fix_tokens
 
 CaseRule = Literal["upper", "lower", "as_written"]
@@ -208,8 +208,9 @@ DIALECTS: dict[str, DialectRules] = {
         schema_after_use_database="PUBLIC",
         use_database_resets_schema=True,
         batch_separator=_SNOWSQL_COMMAND,
-        token_fix=quote_bodies,  # a procedure body written without $$: see scripting.py
-        token_fix_when=re.compile(r"\b(?:BEGIN|DECLARE)\b", re.IGNORECASE),  # what opens an unquoted body
+        # a procedure body written without $$ is one string; a block that runs now is read: see scripting.py
+        token_fix=flatten_blocks("snowflake", declare_sections=True),
+        token_fix_when=re.compile(r"\b(?:BEGIN|DECLARE)\b", re.IGNORECASE),  # what opens a body or a block
         # TEMP, LOCAL/GLOBAL TEMP[ORARY] and VOLATILE are all TEMPORARY in Snowflake (sqlglot reads GLOBAL
         # TEMPORARY and VOLATILE, not LOCAL); TRANSIENT tables persist (no Fail-safe only): datasets.
         temporary_properties=(exp.TemporaryProperty, exp.VolatileProperty),
@@ -253,8 +254,9 @@ DIALECTS: dict[str, DialectRules] = {
         sqlglot="bigquery",
         use_target="schema",
         partition_decorator=True,
-        token_fix=quote_bodies,  # CREATE PROCEDURE p() BEGIN ... END: the body runs when called (scripting.py)
-        token_fix_when=re.compile(r"\bBEGIN\b", re.IGNORECASE),
+        # CREATE PROCEDURE p() BEGIN ... END: the body runs when called; a script's blocks, IF, loops run now
+        token_fix=flatten_blocks("bigquery", declare_sections=False),
+        token_fix_when=re.compile(r"\b(?:BEGIN|IF|LOOP|WHILE|REPEAT|FOR)\b", re.IGNORECASE),
     ),
 }
 

@@ -24,6 +24,7 @@ from sqlglot.tokens import Token, TokenType
 
 from harvesters.sql.dialects import DIALECTS, DialectRules, rules_for, split_batches
 from harvesters.sql.prepared import PreparedCall, prepared_call
+from harvesters.sql.retokenize import string_tokens
 from harvesters.sql.tsql import KINDS_BEFORE_IF, skip_group, skip_name
 
 __all__ = ["MAX_NESTING", "MAX_SQL_BYTES", "TableLineage", "table_lineage"]
@@ -627,9 +628,8 @@ class _Analyzer:
             self._alter_command(text)
         elif keyword == "EXECUTE" and (immediate := _IMMEDIATE.fullmatch(text)):
             quoted, dollar = immediate.groups()
-            inner = dollar if dollar is not None else quoted.replace("''", "'")
-            # a Snowflake Scripting block (DECLARE ... BEGIN ... END) is more than SQL statements: not read
-            self._dynamic(None if _SCRIPTING_BLOCK.match(inner) else inner)
+            # (a Snowflake Scripting block in it, DECLARE ... BEGIN ... END, is read as its statements: scripting.py)
+            self._dynamic(dollar if dollar is not None else quoted.replace("''", "'"))
         elif keyword == "RENAME" and self._rename_command(text):
             pass
         elif keyword == "UNLOAD" and (unload := _UNLOAD.match(text)):
@@ -1185,12 +1185,8 @@ _RENAME_TABLES = re.compile(rf"\s*TABLES?\s+((?:{_RENAME_PAIR.pattern})(?:\s*,\s
                             re.IGNORECASE)
 # Redshift UNLOAD's query: a literal in parentheses, its quotes doubled or backslash-escaped.
 _UNLOAD = re.compile(r"\s*\(\s*'((?:[^'\\]|''|\\.)*)'\s*\)", re.DOTALL)
-_SCRIPTING_BLOCK = re.compile(r"\s*(?:DECLARE|BEGIN)\b", re.IGNORECASE)
 
 
-# Put before a swallowed text when it is tokenized again: its first word is then not a statement's first word,
-# which the tokenizer would let swallow the rest once more (a chain of n ENDs re-read n times: quadratic).
-_REOPEN_PREFIX = "x "
 
 
 def _reopen_swallowed(tokens: list[Token], dialect: Dialect) -> list[Token]:
@@ -1209,17 +1205,12 @@ def _reopen_swallowed(tokens: list[Token], dialect: Dialect) -> list[Token]:
                 or token.token_type != TokenType.STRING or ("\n" not in token.text and not after_end)):
             out.append(token)
             continue
-        try:
-            inner = dialect.tokenize(_REOPEN_PREFIX + token.text)[1:]
-        except SqlglotError:
+        inner = string_tokens(token, dialect.tokenize)
+        if inner is None:
             out.append(token)
             continue
-        # where they stand in the batch: the string token's start, end and line are those of its last character
-        base = token.end - len(token.text) + 1 - len(_REOPEN_PREFIX)
+        base = token.end - len(token.text) + 1  # (a string token's start, end and line are its last character's)
         first_line = token.line - token.text.count("\n")
-        inner = [Token(t.token_type, t.text, t.line + first_line - 1, t.col, t.start + base, t.end + base,
-                       t.comments) for t in inner]
-        base += len(_REOPEN_PREFIX)
         cut = 0 if after_end else _command_end([previous, *inner]) - 1  # (the command word leads: index 0)
         if cut < 0 or (cut == 0 and not after_end):
             out.append(token)

@@ -9,12 +9,12 @@ marker, a variable, a concatenation) names a table known only at run time: left 
 """
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
-from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType
+
+from harvesters.sql.retokenize import tokenizer
 
 #: The tokens a table's name is made of.
 _NAME_TOKENS = frozenset({TokenType.VAR, TokenType.IDENTIFIER, TokenType.DOT})
@@ -25,7 +25,7 @@ def name_tokens(dialect: str) -> Callable[[list[Token]], tuple[list[Token], list
     with the tokenizer of sqlglot's ``dialect``."""
 
     def fix(tokens: list[Token]) -> tuple[list[Token], list]:
-        tokenize = _tokenizer(dialect)
+        tokenize = tokenizer(dialect)
         out: list[Token] = []
         i, n = 0, len(tokens)
         while i < n:
@@ -39,13 +39,6 @@ def name_tokens(dialect: str) -> Callable[[list[Token]], tuple[list[Token], list
         return out, []
 
     return fix
-
-
-@functools.cache
-def _tokenizer(dialect: str) -> Callable[[str], list[Token]]:
-    """The dialect's tokenizer, looked up when a text first needs it: loading sqlglot's Spark and Databricks
-    dialects when the rules are built cost every harvest's start-up 16 ms."""
-    return Dialect.get_or_raise(dialect).tokenize
 
 
 def _named(tokens: list[Token], i: int, tokenize: Callable[[str], list[Token]]) -> list[Token] | None:

@@ -10,7 +10,11 @@ so the definition reads as one, and the statements after it are read as usual.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot.tokens import Token, TokenType
+
+from harvesters.sql.retokenize import string_tokens_of
 
 #: Objects whose ``AS`` introduces a scripting body.
 _BODY_OWNERS = frozenset({"PROCEDURE", "FUNCTION", "TASK"})
@@ -92,3 +96,148 @@ def _body_end(tokens: list[Token], start: int) -> int | None:
 def _is_begin(token: Token) -> bool:
     """Whether the token is the word BEGIN (Snowflake's tokenizer types it BEGIN, BigQuery's COMMAND)."""
     return token.token_type in _BEGIN_TYPES and token.text.upper() == "BEGIN"
+
+
+# -- Blocks that run now: their statements are read ------------------------------------------------------------------
+#
+# A Snowflake anonymous block (``[DECLARE ...] BEGIN <statements> END;``, also inside ``EXECUTE IMMEDIATE $$...$$``)
+# and a BigQuery script's ``BEGIN ... [EXCEPTION WHEN ERROR THEN ...] END``, ``IF ... THEN``, ``LOOP``, ``WHILE ...
+# DO``, ``REPEAT ... UNTIL``, ``FOR x IN (<query>) DO`` run their statements when the text runs. sqlglot reads none
+# of these words as SQL: a block's first statement was swallowed with its opening word (BigQuery's tokenizer takes
+# BEGIN, LOOP, WHILE for commands and their statement for a string) and the rest failed or was lost. The control
+# words are dropped and the statements they hold are read as the text's own; a condition or a FOR's range that holds
+# a query is read as a SELECT (the run reads its tables), the other scripting statements (RETURN, LET without a
+# query, BREAK, OPEN ...) are dropped.
+
+#: Words opening a condition that ends at THEN (IF, ELSEIF, WHEN) or DO (WHILE, FOR).
+_CONDITIONS = {"IF": "THEN", "ELSEIF": "THEN", "ELSIF": "THEN", "WHEN": "THEN", "WHILE": "DO", "FOR": "DO",
+               "UNTIL": "END"}
+#: Words at a statement's start that open or separate parts of a block: dropped.
+_BLOCK_WORDS = frozenset({"ELSE", "LOOP", "REPEAT", "EXCEPTION"})
+#: Scripting statements that read nothing (unless a query stands in them: see _query_within).
+_SCRIPT_STATEMENTS = frozenset({"RETURN", "LET", "BREAK", "CONTINUE", "LEAVE", "ITERATE", "OPEN", "CLOSE", "FETCH",
+                                "RAISE", "NULL", "AWAIT", "CANCEL"})
+#: Token types that open a query.
+_QUERY_STARTS = frozenset({TokenType.SELECT, TokenType.WITH})
+
+
+def flatten_blocks(dialect: str, declare_sections: bool) -> Callable[[list[Token]], tuple[list[Token], list]]:
+    """A :data:`harvesters.sql.dialects.TokenFix`: :func:`quote_bodies`, then the statements of the blocks that run
+    now read as the text's own (see above). ``declare_sections``: a DECLARE opens a section of declarations that
+    ends at BEGIN (Snowflake; in BigQuery DECLARE is one statement)."""
+
+    def fix(tokens: list[Token]) -> tuple[list[Token], list]:
+        tokens, _ = quote_bodies(tokens)
+        return _flatten(tokens, string_tokens_of(dialect), declare_sections), []
+
+    return fix
+
+
+def _flatten(tokens: list[Token], reopen: Callable[[Token], list[Token]], declare_sections: bool) -> list[Token]:
+    out: list[Token] = []
+    pending = tokens[::-1]  # a stack: a swallowed statement tokenized again goes back on it
+    at_start, declaring = True, False
+    while pending:
+        token = pending.pop()
+        word = token.text.upper()
+        if not at_start or token.token_type == TokenType.STRING:
+            out.append(token)
+            at_start = token.token_type == TokenType.SEMICOLON
+            continue
+        if token.token_type == TokenType.COMMAND and pending and pending[-1].token_type == TokenType.STRING \
+                and word in _REOPENED:
+            pending.extend(reversed(reopen(pending.pop())))  # BigQuery's BEGIN/LOOP/WHILE took their statement
+        following = pending[-1].text.upper() if pending else ""
+        if word == "BEGIN" and following not in _TRANSACTION:
+            declaring = False
+        elif declaring or (word == "DECLARE" and declare_sections):
+            declaring = True
+            out.extend(_query_within(_through_semicolon(pending, token if word != "DECLARE" else None)))
+        elif word == "END":
+            if following in _OTHER_ENDS or following == "CASE":
+                pending.pop()
+        elif word in _CONDITIONS:
+            condition = _condition(pending, _CONDITIONS[word])
+            if any(t.token_type in _QUERY_STARTS for t in condition):
+                out.extend(_as_select(token, _query_range(condition) if word == "FOR" else condition))
+        elif word == "CASE":  # a CASE statement: its WHENs open conditions
+            _condition(pending, "WHEN", keep_end=True)
+        elif word in _BLOCK_WORDS:
+            pass
+        elif word in _SCRIPT_STATEMENTS or (pending and pending[-1].token_type == TokenType.COLON_EQ):
+            out.extend(_query_within(_through_semicolon(pending, token)))  # LET x := (SELECT ...) reads its query
+        else:
+            out.append(token)
+            at_start = token.token_type == TokenType.SEMICOLON
+    return out
+
+
+#: Words BigQuery's tokenizer may take for commands, swallowing what follows them up to the next ``;`` into a string
+#: (BEGIN, LOOP, WHILE: their first statement; EXCEPTION: its WHEN ... THEN; ELSEIF: its condition).
+_REOPENED = frozenset({*_CONDITIONS, *_BLOCK_WORDS, "BEGIN", "CASE"})
+
+
+def _through_semicolon(pending: list[Token], first: Token | None) -> list[Token]:
+    """Take the statement's tokens up to and with its ``;`` off ``pending`` (``first`` already taken)."""
+    taken = [first] if first is not None else []
+    while pending:
+        taken.append(pending.pop())
+        if taken[-1].token_type == TokenType.SEMICOLON:
+            break
+    return taken
+
+
+def _condition(pending: list[Token], end_word: str, keep_end: bool = False) -> list[Token]:
+    """Take a condition's tokens off ``pending`` up to its closing word (THEN, DO, WHEN; a CASE ... END inside it is
+    skipped), dropping that word unless ``keep_end``."""
+    taken: list[Token] = []
+    cases = depth = 0
+    while pending:
+        token = pending[-1]
+        word = token.text.upper()
+        if token.token_type in (TokenType.L_PAREN, TokenType.R_PAREN):
+            depth += 1 if token.token_type == TokenType.L_PAREN else -1
+        elif depth == 0 and token.token_type == TokenType.CASE:
+            cases += 1
+        elif depth == 0 and cases and word == "END":
+            cases -= 1
+        elif depth == 0 and not cases and (word == end_word or token.token_type == TokenType.SEMICOLON):
+            if not keep_end and word == end_word:
+                pending.pop()
+            return taken
+        taken.append(pending.pop())
+    return taken
+
+
+def _query_range(tokens: list[Token]) -> list[Token]:
+    """``r IN (<query>)`` of a FOR: the query's parenthesis."""
+    for i, token in enumerate(tokens):
+        if token.token_type == TokenType.IN:
+            return tokens[i + 1 :]
+    return []
+
+
+def _query_within(statement: list[Token]) -> list[Token]:
+    """The query a scripting statement or declaration holds (``c CURSOR FOR SELECT ...``, ``r RESULTSET :=
+    (SELECT ...)``, ``LET x := (SELECT ...)``), with its ``;``; nothing when it holds none."""
+    for i, token in enumerate(statement):
+        if token.token_type in _QUERY_STARTS:
+            query = statement[i:]
+            if query[-1].token_type == TokenType.SEMICOLON:
+                query = query[:-1]
+            opened = sum(t.token_type == TokenType.L_PAREN for t in query)
+            closed = sum(t.token_type == TokenType.R_PAREN for t in query)
+            while closed > opened and query and query[-1].token_type == TokenType.R_PAREN:
+                query, closed = query[:-1], closed - 1  # `:= (SELECT ...)`: the paren opened before the query
+            return [*query, _semicolon(statement[-1])]
+    return []
+
+
+def _as_select(word: Token, condition: list[Token]) -> list[Token]:
+    """``SELECT <condition>;`` in the place of ``IF <condition> THEN`` (the condition's query is read)."""
+    select = Token(TokenType.SELECT, "SELECT", word.line, word.col, word.start, word.end)
+    return [select, *condition, _semicolon(condition[-1] if condition else word)]
+
+
+def _semicolon(at: Token) -> Token:
+    return Token(TokenType.SEMICOLON, ";", at.line, at.col, at.end, at.end)

@@ -80,6 +80,8 @@ class DialectRules:
     # Words sqlglot's parser rejects after `CREATE [OR REPLACE]` that change nothing for lineage: word -> the
     # words it may stand before. They are dropped from the tokens before parsing.
     ignored_create_words: dict[str, frozenset[str]] = attrs.field(factory=dict)
+    # Rewrites a batch's text before it is tokenized (forms the tokenizer or parser cannot read at all).
+    text_fix: Callable[[str], str] | None = None
     # Object kinds whose CREATE/DROP has no run-level lineage, when sqlglot does not model the statement.
     definition_objects: frozenset[str] = _DEFINITIONS
     # First words of statements without table lineage that sqlglot's parser misreads (as a column, an alias) or
@@ -113,6 +115,27 @@ class DialectRules:
 
 # Where a separator line is not one: inside a string literal, a comment or a quoted name (one pass of C regex).
 _QUOTED = re.compile(r"'(?:[^']|'')*'|/\*.*?\*/|--[^\n]*|\[[^\]]*\]|\"[^\"]*\"", re.DOTALL)
+
+
+# SnowSQL file commands (PUT/GET/LIST/REMOVE) take unquoted paths such as `file:///tmp/*.csv` or `@st/sub/*.csv`,
+# whose `/*` the tokenizer takes for an unclosed comment (the whole text was lost): such a path is quoted.
+_FILE_COMMAND = re.compile(r"^([ \t]*(?:PUT|GET|LIST|LS|REMOVE|RM)\b)([^\n;]*)", re.IGNORECASE | re.MULTILINE)
+_UNQUOTED_PATH = re.compile(r"(?<![\w'\"])((?:file://|@)[^\s;'\"]*\*[^\s;'\"]*)", re.IGNORECASE)
+# `FILE_FORMAT = sch.ff` (a qualified format name without parentheses) fails sqlglot's COPY: the same format given
+# as `FILE_FORMAT = (FORMAT_NAME = sch.ff)`.
+_FORMAT_NAME = re.compile(r"\b(FILE_FORMAT\s*=\s*)((?:\"[^\"]*\"|[\w$]+)(?:\s*\.\s*(?:\"[^\"]*\"|[\w$]+))+)",
+                          re.IGNORECASE)
+# `START TRANSACTION [NAME n]` is `BEGIN TRANSACTION` (same length: token positions stay those of the text).
+_START_TRANSACTION = re.compile(r"(^|;)(\s*)START(\s+TRANSACTION\b)", re.IGNORECASE | re.MULTILINE)
+
+
+def _snowflake_text(text: str) -> str:
+    """Snowflake forms sqlglot cannot tokenize or parse, written as forms it can (see the patterns above)."""
+    if "*" in text:
+        text = _FILE_COMMAND.sub(lambda m: m.group(1) + _UNQUOTED_PATH.sub(r"'\1'", m.group(2)), text)
+    if "FILE_FORMAT" in text.upper():
+        text = _FORMAT_NAME.sub(r"\1(FORMAT_NAME = \2)", text)
+    return _START_TRANSACTION.sub(r"\1\2BEGIN\3", text)
 
 
 def split_batches(sql: str, separator: re.Pattern[str] | None) -> list[str]:
@@ -208,6 +231,8 @@ DIALECTS: dict[str, DialectRules] = {
         schema_after_use_database="PUBLIC",
         use_database_resets_schema=True,
         batch_separator=_SNOWSQL_COMMAND,
+        text_fix=_snowflake_text,
+        opaque_commands=frozenset({"UNSET"}),  # UNSET v / UNSET (a, b): session variables, like SET
         # a procedure body written without $$ is one string; a block that runs now is read: see scripting.py
         token_fix=flatten_blocks("snowflake", declare_sections=True),
         token_fix_when=re.compile(r"\b(?:BEGIN|DECLARE)\b", re.IGNORECASE),  # what opens a body or a block
@@ -219,6 +244,8 @@ DIALECTS: dict[str, DialectRules] = {
             "LOCAL": frozenset({"TEMP", "TEMPORARY"}),
             "HYBRID": frozenset({"TABLE"}),
             "EVENT": frozenset({"TABLE"}),
+            "DYNAMIC": frozenset({"TABLE"}),  # (DROP DYNAMIC / EXTERNAL TABLE failed; CREATE read them already)
+            "EXTERNAL": frozenset({"TABLE"}),
         },
         # Objects that hold no rows of their own or run only later (a TASK's or PIPE's statement is logged
         # when it runs; a STREAM is an offset on its table): their definitions have no lineage.

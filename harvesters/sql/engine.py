@@ -228,6 +228,8 @@ class _Analyzer:
             self.types["EXECUTE PREPARED" if call.runs else "EXECUTE"] = None
 
     def _batch(self, text: str) -> None:
+        if self.rules.text_fix:
+            text = self.rules.text_fix(text)
         outer, self.text = self.text, text  # dynamic SQL reads an inner batch in the middle of this one
         try:
             self._read_batch(text)
@@ -1291,11 +1293,11 @@ def _name_text(tokens: list[Token], start: int, text: str) -> str:
 
 
 def _drop_create_words(tokens: list[Token], ignored: dict[str, frozenset[str]]) -> list[Token]:
-    """Tokens without the `ignored` words standing after `CREATE [OR REPLACE|ALTER]` before one of their
+    """Tokens without the `ignored` words standing after `CREATE [OR REPLACE|ALTER]` or `DROP` before one of their
     followers (`CREATE LOCAL TEMPORARY TABLE` -> `CREATE TEMPORARY TABLE`); see DialectRules."""
     drop: set[int] = set()
     for index, token in enumerate(tokens):
-        if token.token_type != TokenType.CREATE:
+        if token.token_type not in (TokenType.CREATE, TokenType.DROP):
             continue
         at = index + 1
         if at + 1 < len(tokens) and tokens[at].token_type == TokenType.OR:

@@ -16,8 +16,8 @@ from sqlglot.tokens import Token, TokenType
 
 from harvesters.sql.retokenize import string_tokens_of
 
-#: Objects whose ``AS`` introduces a scripting body.
-_BODY_OWNERS = frozenset({"PROCEDURE", "FUNCTION", "TASK"})
+#: Objects whose ``AS`` (an ALERT: its ``THEN``) introduces a scripting body.
+_BODY_OWNERS = frozenset({"PROCEDURE", "FUNCTION", "TASK", "ALERT"})
 #: Words that open a body written without quotes.
 _BODY_STARTS = frozenset({"BEGIN", "DECLARE"})
 #: ``END <word>`` closes a construct not opened by BEGIN or CASE (``END IF``, ``END FOR`` ...).

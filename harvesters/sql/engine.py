@@ -185,7 +185,11 @@ class _Analyzer:
         self.temp_inputs: dict[str, str] = {}
         self.temp_outputs: dict[str, str] = {}
         self.created: set[str] = set()
-        self.temp_keys: set[str] = {_strip_quotes(t).casefold() for t in temp_tables}
+        written = {_strip_quotes(t).casefold() for t in temp_tables}
+        # a temp table named as the caller knows it (`tt`) is also the one a qualified reference names (`db.sch.tt`):
+        # reported under the caller's name, which the caller resolves
+        self.temp_aliases = {".".join(self._qualify(w.split("."))).casefold(): w for w in written}
+        self.temp_keys: set[str] = written | set(self.temp_aliases)
         self.types: dict[str, None] = {}
         self.errors: list[str] = []
         self.depth = 0
@@ -832,6 +836,8 @@ class _Analyzer:
         display = ".".join(self._qualify(texts))
         key = display.casefold()
         temp = key in self.temp_keys or written.casefold() in self.temp_keys
+        if temp:
+            written = self.temp_aliases.get(key, written)
         return _Name(display, key, written, temp)
 
     def _ident(self, identifier: exp.Expr) -> str:

@@ -535,8 +535,9 @@ class _Analyzer:
         elif swaps:  # Snowflake ALTER TABLE a SWAP WITH b: each holds the other's rows afterwards
             tables = [node.this, *swaps]
             self._lineage(f"ALTER {kind}", tables, [(t, _WRITE) for t in tables])
-        else:
-            self._lineage(f"ALTER {kind}", [], [(node.this, _WRITE)])
+        else:  # ALTER VIEW v [(c1, ...)] AS <query>: the view's new query is read
+            queries = [a for a in actions if isinstance(a, exp.Query)]
+            self._lineage(f"ALTER {kind}", queries, [(_unwrap_schema(node.this), _WRITE)])
 
     def _copy(self, node: exp.Copy) -> None:
         loading = bool(node.args.get("kind"))  # COPY INTO t FROM ...; False: COPY t TO ...

@@ -179,7 +179,8 @@ _TSQL: dict[str, Any] = dict(
         "READTEXT", "WRITETEXT", "UPDATETEXT", "ENABLE", "DISABLE",  # ENABLE / DISABLE TRIGGER
     }),
     prepared_calls=True,
-    pseudo_tables=frozenset({"inserted", "deleted"}),
+    # a trigger's `inserted`/`deleted`; `INSERT INTO OPENQUERY(srv, '...')`: rows sent to a linked server, no table here
+    pseudo_tables=frozenset({"inserted", "deleted", "openquery", "openrowset", "opendatasource"}),
     system_objects=(
         r"(?:[^.]+\.)?sys\.[^.]+",  # catalog views and DMVs: sys.tables, master.sys.dm_exec_requests
         r"(?:[^.]+\.)?information_schema\.[^.]+",

@@ -377,6 +377,33 @@ def _with_options(p: _Pass, i: int) -> int | None:
     return None
 
 
+def _table_storage(p: _Pass, i: int) -> int | None:
+    """``CREATE TABLE ... TEXTIMAGE_ON [PRIMARY]`` / ``FILESTREAM_ON fg`` (where large values are stored, as SSMS
+    scripts a table) and a graph table's ``AS NODE`` / ``AS EDGE``: dropped (sqlglot rejects the first and reads
+    NODE as a table the CREATE reads)."""
+    if p.depth or p.statement != TokenType.CREATE or i + 1 >= p.n:
+        return None
+    if p.tokens[i].text.upper() in ("TEXTIMAGE_ON", "FILESTREAM_ON"):
+        return skip_name(p.tokens, i + 1)
+    last = i + 1
+    if p.kinds[i] == TokenType.ALIAS and p.tokens[last].text.upper() in ("NODE", "EDGE") and (
+            last + 1 == p.n or p.kinds[last + 1] == TokenType.SEMICOLON
+            or p.tokens[last + 1].line != p.tokens[last].line):
+        return last + 1
+    return None
+
+
+def _where_current_of(p: _Pass, i: int) -> int | None:
+    """``UPDATE / DELETE ... WHERE CURRENT OF [GLOBAL] c``: the row a cursor stands on; the condition, which sqlglot
+    rejects, is dropped (the table written is the same)."""
+    if [t.text.upper() for t in p.tokens[i + 1 : i + 3]] != ["CURRENT", "OF"]:
+        return None
+    j = i + 3
+    if j < p.n and p.tokens[j].text.upper() == "GLOBAL":
+        j += 1
+    return skip_name(p.tokens, j)
+
+
 def _bulk_rowset(p: _Pass, i: int) -> int | None:
     """``OPENROWSET(BULK 'file', FORMATFILE = ..., SINGLE_BLOB)``: rows read from a file, no table; its arguments,
     which sqlglot rejects, are dropped (``OPENROWSET()``), so the statement around it keeps its lineage."""
@@ -473,6 +500,9 @@ RULES: tuple[TokenRule, ...] = (
               _compound_assignment),
     TokenRule("synapse_table_options", frozenset({TokenType.CREATE}), frozenset({TokenType.WITH}),
               _synapse_table_options),
+    TokenRule("table_storage", frozenset({TokenType.VAR, TokenType.ALIAS}), frozenset({TokenType.CREATE}),
+              _table_storage),
+    TokenRule("where_current_of", frozenset({TokenType.WHERE}), frozenset({TokenType.WHERE}), _where_current_of),
 )
 
 
@@ -505,7 +535,8 @@ def fix_tokens(tokens: list[Token]) -> tuple[list[Token], list[tuple[int, int]]]
         if 0 <= p.condition_end <= i:  # (a rule never reads past it: the condition's parentheses are balanced)
             _close_condition(p, i)
         kind = p.kinds[i]
-        if p.depth == 0 and kind in _STATEMENT_START:
+        hints = kind == TokenType.WITH and p.kind(i + 1) == TokenType.L_PAREN  # `t WITH (ROWLOCK)`: no CTE
+        if p.depth == 0 and kind in _STATEMENT_START and not hints:
             p.statement = kind
         for rule in active.get(kind, ()):
             after = rule.rewrite(p, i)

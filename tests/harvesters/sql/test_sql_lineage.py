@@ -110,6 +110,11 @@ GENERATED = [
     ("many-statements-no-semicolons",
      "\n".join(f"INSERT INTO t{i % 7} SELECT * FROM s{i % 11}" for i in range(3000)), "tsql", None,
      [f"s{i}" for i in range(11)], [f"t{i}" for i in range(7)], 5.0),
+    # each `;`-less statement the parser takes for an opaque command swallowing the rest: 28.8 s before the window
+    ("many-commands-no-semicolons", "\n".join(["SET @x = @x + 1"] * 4000), "tsql", None, [], [], 3.0),
+    ("set-nocount-then-many-statements",
+     "SET NOCOUNT ON\n" + "\n".join(f"INSERT INTO t{i % 7} SELECT * FROM s{i % 11}" for i in range(4000)), "tsql",
+     None, [f"s{i}" for i in range(11)], [f"t{i}" for i in range(7)], 5.0),
     ("none", None, "tsql", "empty", [], [], 0.1),
     ("bytes", b"SELECT * FROM t", "tsql", "empty", [], [], 0.1),
     ("nul-and-surrogates", "\x00\x01SELECT \udcff * FROM t", "tsql", "unparseable", [], [], 0.5),

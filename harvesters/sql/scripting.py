@@ -137,6 +137,8 @@ def _flatten(tokens: list[Token], reopen: Callable[[Token], list[Token]], declar
     out: list[Token] = []
     pending = tokens[::-1]  # a stack: a swallowed statement tokenized again goes back on it
     at_start, declaring = True, False
+    # a DECLARE opens a section only in a text that has a BEGIN to end it (T-SQL read as Snowflake has none)
+    sections = declare_sections and any(map(_is_begin, tokens))
     while pending:
         token = pending.pop()
         word = token.text.upper()
@@ -148,9 +150,10 @@ def _flatten(tokens: list[Token], reopen: Callable[[Token], list[Token]], declar
                 and word in _REOPENED:
             pending.extend(reversed(reopen(pending.pop())))  # BigQuery's BEGIN/LOOP/WHILE took their statement
         following = pending[-1].text.upper() if pending else ""
+        declaring = declaring and _declares(token)  # (a section ends at BEGIN, or where no name is declared)
         if word == "BEGIN" and following not in _TRANSACTION:
-            declaring = False
-        elif declaring or (word == "DECLARE" and declare_sections):
+            pass
+        elif declaring or (word == "DECLARE" and sections and pending and _declares(pending[-1])):
             declaring = True
             out.extend(_query_within(_through_semicolon(pending, token if word != "DECLARE" else None)))
         elif word == "END":
@@ -175,6 +178,17 @@ def _flatten(tokens: list[Token], reopen: Callable[[Token], list[Token]], declar
 #: Words BigQuery's tokenizer may take for commands, swallowing what follows them up to the next ``;`` into a string
 #: (BEGIN, LOOP, WHILE: their first statement; EXCEPTION: its WHEN ... THEN; ELSEIF: its condition).
 _REOPENED = frozenset({*_CONDITIONS, *_BLOCK_WORDS, "BEGIN", "CASE"})
+
+
+def _declares(name: Token) -> bool:
+    """Whether a declaration of a Snowflake DECLARE section can start with ``name``: a variable's, cursor's or
+    exception's name (not ``@v``: T-SQL; not a statement or control word: the section ended without BEGIN)."""
+    return name.token_type in (TokenType.VAR, TokenType.IDENTIFIER) and not name.text.startswith("@") \
+        and name.text.upper() not in _CONTROL_WORDS
+
+
+#: Words that open a statement or a control construct, never a declaration.
+_CONTROL_WORDS = frozenset({*_CONDITIONS, *_BLOCK_WORDS, *_SCRIPT_STATEMENTS, "BEGIN", "END", "CASE", "DECLARE"})
 
 
 def _through_semicolon(pending: list[Token], first: Token | None) -> list[Token]:

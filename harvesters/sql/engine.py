@@ -1137,14 +1137,16 @@ def _opaque_pieces(tokens: list[Token], words: frozenset[str]) -> Iterator[tuple
     piece: list[Token] = []
     command: str | None = None
     previous: Token | None = None
-    for token in tokens:
+    for index, token in enumerate(tokens):
         kind, word = token.token_type, token.text.upper()
         new_line = previous is not None and token.line != previous.line
         at_start = previous is None or previous.token_type == TokenType.SEMICOLON or (
             new_line and previous.token_type not in _NOT_BEFORE_STATEMENT)
         if command is not None:
-            if kind == TokenType.SEMICOLON or (at_start and (kind in _STARTS or kind in (
-                    TokenType.SELECT, TokenType.WITH, TokenType.SET, TokenType.BEGIN) or word in words)):
+            # (a WITH line is the command's options, `BACKUP ...` then `WITH INIT`, unless it opens a CTE)
+            opens = kind in (TokenType.SELECT, TokenType.SET, TokenType.BEGIN) or (
+                kind == TokenType.WITH and _opens_cte(tokens, index))
+            if kind == TokenType.SEMICOLON or (at_start and (kind in _STARTS or opens or word in words)):
                 yield [], command
                 command = None
         if command is None:

@@ -274,8 +274,10 @@ def _statement_word(p: _Pass, i: int) -> int | None:
     if previous is not None and previous.token_type != TokenType.SEMICOLON:
         if previous.line == token.line or previous.token_type in _CONTINUES or (
                 word == "FETCH" and previous.text.upper() in ("ROW", "ROWS")):  # OFFSET n ROWS FETCH NEXT ...
-            return None  # mid-line, or inside a statement: a name, or a clause
-        p.out.append(Token(TokenType.SEMICOLON, ";", token.line, token.col, token.start, token.start))
+            if word != "RAISERROR":  # (`IF @x = 1 RAISERROR(...) WITH NOWAIT`: its options still go)
+                return None  # mid-line, or inside a statement: a name, or a clause
+        else:
+            p.out.append(Token(TokenType.SEMICOLON, ";", token.line, token.col, token.start, token.start))
     end = skip_group(p.tokens, i + 1) if word == "RAISERROR" else i + 1
     p.out.extend(p.tokens[i:end])
     if word == "RETURN":  # `RETURN 0`, `RETURN @rc`: the status code is dropped (sqlglot rejects it after a `;`)
@@ -284,6 +286,9 @@ def _statement_word(p: _Pass, i: int) -> int | None:
         end += 1
         while end < p.n and (p.kinds[end] == TokenType.COMMA or p.tokens[end].text.upper() in _RAISERROR_OPTIONS):
             end += 1
+        if end < p.n and p.kinds[end] != TokenType.SEMICOLON and p.tokens[end].line != p.tokens[end - 1].line:
+            last = p.tokens[end - 1]  # the statement ends with its options' line (then `RETURN` alone, say)
+            p.out.append(Token(TokenType.SEMICOLON, ";", last.line, last.col, last.end, last.end))
     return end
 
 

@@ -60,10 +60,11 @@ class Counts:
 
 def rejection(error: BaseException) -> tuple[int, str] | None:
     """(status, answer) when ``error`` is the backend's final refusal of an event (an HTTP 4xx other than
-    408/429, read from the ``response`` that requests' and httpx's errors carry), else None."""
+    408/429, or a redirect that a POST cannot follow: 3xx but 307/308; read from the ``response`` that requests'
+    and httpx's errors carry), else None."""
     response = getattr(error, "response", None)
     status = getattr(response, "status_code", None)
-    if not isinstance(status, int) or not 400 <= status < 500 or status in TRANSIENT_4XX:
+    if not isinstance(status, int) or not 300 <= status < 500 or status in TRANSIENT_4XX or status in (307, 308):
         return None
     try:
         answer = str(response.text)  # type: ignore[union-attr]

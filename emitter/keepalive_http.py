@@ -11,7 +11,9 @@ provider, custom headers, compression, verify, retry), and the headers are built
 ``emit`` builds them. The retry policy is urllib3's ``Retry`` made from the same ``retry`` settings, as the stock
 transport's adapter makes it. What goes to the stock ``emit`` (requests) instead: an event that is not a
 JSON-ready dict, a configuration with a ``session``, an ``adapter`` or an ``sslContext``, credentials in
-``~/.netrc``, a URL reached through a proxy, and any answer that redirects.
+``~/.netrc``, a URL reached through a proxy, and an answer that redirects with 307 or 308. A 301, 302 or 303 is
+refused for good (dead letter, reported): followed, it turns the POST into a GET whose 200 said "delivered" for an
+event the backend never received.
 """
 from __future__ import annotations
 
@@ -154,11 +156,13 @@ def keepalive_http_transport() -> type:
 
         def answer(self, status: int, reason: str, text: str, retry: Any) -> Any:
             """None when ``status`` means delivered; the next ``Retry`` when it is retried (raises when the
-            retries are used up); raises ``_Redirected`` or :class:`PostRefused` otherwise."""
+            retries are used up); raises ``_Redirected`` (307/308) or :class:`PostRefused` otherwise."""
             if 200 <= status < 300:
                 return None
-            if 300 <= status < 400:
+            if status in (307, 308):  # the POST is sent again to the new URL, as it is
                 raise _Redirected()
+            if 300 <= status < 400:  # a client follows 301/302/303 with a GET: the event would never arrive there
+                raise PostRefused(status, reason, text or f"a {status} redirect: configure the URL it names")
             if retry.is_retry("POST", status):
                 answer = HTTPResponse(body=b"", status=status, preload_content=False)
                 return retry.increment("POST", self.target[3], response=answer)  # type: ignore[index]

@@ -33,7 +33,7 @@ class Backend:
     def __init__(self, port: int | None = None, fail_next: int = 0, status: int = 201, *, flap: int = 0,
                  hang: bool = False, reject: Callable[[dict], bool] | None = None, delay: float = 0.0,
                  jitter: float = 0.0, redirect_to: str | None = None, close_each: bool = False,
-                 drop_each: bool = False) -> None:
+                 drop_each: bool = False, redirect_status: int = 307) -> None:
         self.port = port or free_port()
         self.fail_next = fail_next
         self.status = status
@@ -43,6 +43,7 @@ class Backend:
         self.delay = delay
         self.jitter = jitter  # up to this many more seconds, at random: answers overtake each other
         self.redirect_to = redirect_to  # answer 307 to this URL (the event is not recorded as delivered)
+        self.redirect_status = redirect_status  # the redirect's status (301/302/303 make a client GET the URL)
         self.close_each = close_each  # answer with "Connection: close" and close the connection
         self.drop_each = drop_each  # close the connection after every answer without saying so (a restart)
         self._random = random.Random(7)
@@ -82,7 +83,7 @@ class Backend:
                     if backend.hang:
                         status = 0  # never answered
                     if backend.redirect_to:
-                        status = 307
+                        status = backend.redirect_status
                     backend.requests.append({"path": self.path, "headers": dict(self.headers),
                                              "encoding": self.headers.get("Content-Encoding"),
                                              "event": event, "status": status})
@@ -95,7 +96,7 @@ class Backend:
                     time.sleep(backend.delay + extra)
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(answer)))
-                if status == 307:
+                if backend.redirect_to:
                     self.send_header("Location", f"{backend.redirect_to}{self.path}")
                 if backend.close_each:
                     self.send_header("Connection", "close")

@@ -120,6 +120,22 @@ def test_a_redirect_is_followed_by_the_stock_transport(how):
 
 
 @pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("status", [301, 302, 303])
+def test_a_redirect_a_post_cannot_follow_is_a_final_refusal(how, status):
+    """A 301/302/303 (an http -> https redirect in front of Marquez): followed, the POST becomes a GET whose 200
+    counted the event delivered though the target never got it. Refused for good instead, with the status."""
+    with Backend() as target, Backend(redirect_to=target.url, redirect_status=status) as backend:
+        transport = create_transport({"type": "http", "url": backend.url}, announce=False)
+        with pytest.raises(Exception) as raised:
+            send(transport, how)
+        transport.close()
+    assert [r["status"] for r in backend.requests] == [status]
+    assert target.requests == [] and target.events == []
+    refused = rejection(raised.value)
+    assert refused is not None and refused[0] == status
+
+
+@pytest.mark.parametrize("how", HOW)
 def test_a_connection_the_backend_dropped_while_idle_is_opened_again(how):
     """The backend closes each kept-alive connection after its answer without saying so (as a restarted backend
     does): every event still arrives, once, with no retry spent (retries are 0 here)."""

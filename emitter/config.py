@@ -153,7 +153,13 @@ def _yaml_config() -> tuple[dict[str, Any], str | None]:
             import yaml  # deferred: only processes that emit pay for it
 
             with open(candidate, encoding="utf-8") as f:
-                content = yaml.safe_load(f) or {}
+                try:
+                    content = yaml.safe_load(f) or {}
+                except yaml.YAMLError as error:  # a configuration error (exit 2), said in one line, no traceback
+                    where = getattr(error, "problem_mark", None)
+                    at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
+                    problem = getattr(error, "problem", None) or type(error).__name__
+                    raise ValueError(f"{candidate}: not valid YAML{at}: {problem}") from None
             if not isinstance(content, dict):
                 raise ValueError(f"{candidate}: expected a mapping at the top level")
             return content, candidate

@@ -124,3 +124,23 @@ def test_valid_configurations_warn_about_nothing(tmp_path, monkeypatch, caplog, 
     with caplog.at_level(logging.WARNING):
         Emitter.from_config(explicit).close()
     assert "unknown" not in caplog.text
+
+
+BAD_FILES = [  # (id, openlineage.yml text, the one-line error)
+    ("unterminated_quote", 'transport:\n  type: http\n  auth: {type: api_key, apiKey: "S3cretKey9\n',
+     r"openlineage.yml: not valid YAML \(line 4, column 1\): found unexpected end of stream"),
+    ("tab_indentation", "transport:\n\ttype: http\n",
+     r"openlineage.yml: not valid YAML \(line 2, column 1\): found character '\\t' that cannot start any token"),
+    ("not_a_mapping", "- a\n- b\n", "openlineage.yml: expected a mapping at the top level"),
+]
+
+
+@pytest.mark.parametrize("text,message", [row[1:] for row in BAD_FILES], ids=[row[0] for row in BAD_FILES])
+def test_a_file_that_is_no_configuration_is_a_one_line_error(tmp_path, monkeypatch, text, message):
+    # a configuration error (the commands exit 2 with it), never a YAML traceback; nothing of the file's text in it
+    path = tmp_path / "openlineage.yml"
+    path.write_text(text)
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", str(path))
+    with pytest.raises(ValueError, match=message) as raised:
+        Emitter.from_config({})
+    assert "\n" not in str(raised.value) and "S3cret" not in str(raised.value)

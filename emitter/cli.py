@@ -51,7 +51,7 @@ def _config(prog: str, description: str, epilog: str, argv: list[str] | None,
 
 def config_main(argv: list[str] | None = None, prog: str = "lineage-capture config") -> int:
     """Print the resolved configuration with secrets masked; exit 2 on a bad one."""
-    from emitter.redact import redact_obj
+    from emitter.redact import redact_obj, url_without_credentials
 
     try:
         config, _ = _config(prog, "Print the resolved OpenLineage configuration, secrets masked.",
@@ -59,7 +59,10 @@ def config_main(argv: list[str] | None = None, prog: str = "lineage-capture conf
     except ValueError as error:
         print(f"{prog}: {error}", file=sys.stderr)
         return 2
-    print(json.dumps(redact_obj({"transport": dict(config.transport or {}),
+    transport = dict(config.transport or {})
+    if isinstance(transport.get("url"), str):
+        transport["url"] = url_without_credentials(transport["url"])
+    print(json.dumps(redact_obj({"transport": transport,
                                  "source": config.source,
                                  "spool": str(config.spool_dir),
                                  "disabled": config.disabled}), indent=2))
@@ -116,6 +119,7 @@ def _target(config: EmitterConfig, spool: Any, to_configured: bool) -> dict[str,
     destination (its credentials are then used), when the spool recorded none (an older version's), or when
     ``--to-configured`` says so; the recorded destination when nothing was configured explicitly. Raises
     ValueError for a recorded destination that differs from an explicitly configured one."""
+    from emitter.redact import MASK
     from emitter.spool import describe_destination
 
     configured = dict(config.transport or {})
@@ -127,6 +131,10 @@ def _target(config: EmitterConfig, spool: Any, to_configured: bool) -> dict[str,
     if recorded is None or recorded == describe_destination(configured) or to_configured:
         return configured
     if config.source == "embedded default":
+        if recorded.get("type") == "http" and MASK in f"{recorded.get('url')}{recorded.get('endpoint')}":
+            raise ValueError(f"the spool {spool.directory} holds events for {_where(recorded)}, whose credentials "
+                             "are never recorded: configure that transport with them and replay again (sent "
+                             "masked, every event would be refused)")
         if recorded.get("type") == "http":
             return {"type": "http", "url": recorded["url"], "endpoint": recorded.get("endpoint", "api/v1/lineage")}
         if recorded.get("type") == "file":

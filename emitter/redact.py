@@ -464,3 +464,15 @@ def redact_obj(obj: Any) -> Any:
         return [redact_obj(v) for v in obj]
     return obj
 
+
+def url_without_credentials(url: str) -> str:
+    """A transport URL as it may be shown or recorded: a user part without a password masked whole
+    (``http://<token>@host`` -> ``http://***@host``: a token given as the user name, which :func:`redact` leaves, a
+    user name alone being no secret in a dataset's URL), then :func:`redact` (``user:***@``, keys in the query)."""
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        authority, slash, path = rest.partition("/")
+        if "@" in authority and ":" not in authority[: authority.rindex("@")]:
+            rest = MASK + authority[authority.rindex("@"):] + slash + path
+    return redact(scheme + sep + rest if sep else url)
+

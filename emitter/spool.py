@@ -114,15 +114,15 @@ def decode_record(line: bytes) -> dict[str, Any] | None:
 def describe_destination(transport: Mapping[str, Any] | None) -> dict[str, Any]:
     """Where a transport configuration sends events, without any secret: type and URL/endpoint, file,
     topic, or the parts of a composite transport."""
-    from emitter.redact import redact
+    from emitter.redact import redact, url_without_credentials
 
     transport = transport or {}
     kind = str(transport.get("type", "")).lower()
     out: dict[str, Any] = {"type": kind}
     if kind in ("http", "async_http"):
         out["type"] = "http"  # one destination, however it is reached
-        out["url"] = redact(str(transport.get("url", "")).strip().rstrip("/"))
-        out["endpoint"] = str(transport.get("endpoint", "api/v1/lineage")).strip("/")
+        out["url"] = url_without_credentials(str(transport.get("url", "")).strip().rstrip("/"))
+        out["endpoint"] = redact(str(transport.get("endpoint", "api/v1/lineage")).strip("/"))  # ?api_key=...
     elif kind == "file":
         out["location"] = str(transport.get("log_file_path") or transport.get("location") or "")
     elif kind == "kafka":

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from emitter.cli import replay_main
+from emitter.cli import config_main, replay_main
 from emitter.emitter import Emitter
 from emitter.records import COMPLETE, START, JobRef, JobType, RunRecord, RunRef
 from emitter.spool import Spool, SpoolBusy, decode_record, encode_record, spools_under
@@ -325,6 +325,40 @@ def test_api_key_is_never_written_to_the_spool(isolated_lineage_env):
     emitter.close()
     written = b"".join(p.read_bytes() for p in (isolated_lineage_env / "spool").rglob("*") if p.is_file())
     assert b"s3cr3t-token-value" not in written and b"127.0.0.1" in written
+
+
+SECRET_PLACES = [  # (id, transport settings holding "Tok3nSecret0123456789", the destination as recorded)
+    ("token_as_url_user", {"transport.url": "http://Tok3nSecret0123456789@127.0.0.1:{port}"},
+     {"url": "http://***@127.0.0.1:{port}", "endpoint": "api/v1/lineage"}),
+    ("user_and_password", {"transport.url": "http://etl:Tok3nSecret0123456789@127.0.0.1:{port}"},
+     {"url": "http://etl:***@127.0.0.1:{port}", "endpoint": "api/v1/lineage"}),
+    ("key_in_the_endpoint", {"transport.url": "http://127.0.0.1:{port}",
+                             "transport.endpoint": "api/v1/lineage?api_key=Tok3nSecret0123456789"},
+     {"url": "http://127.0.0.1:{port}", "endpoint": "api/v1/lineage?api_key=***"}),
+]
+
+
+@pytest.mark.parametrize("settings,recorded", [r[1:] for r in SECRET_PLACES], ids=[r[0] for r in SECRET_PLACES])
+def test_credentials_in_the_url_are_never_recorded_nor_sent_masked(isolated_lineage_env, capsys, settings,
+                                                                     recorded):
+    port = free_port()
+    settings = {k: v.format(port=port) for k, v in settings.items()}
+    emitter = Emitter.from_config({**conf(settings["transport.url"]), **settings})
+    emitter.emit_batch(tree_records())
+    assert emitter.close().spooled == 12
+    (spool,) = spools_under(isolated_lineage_env / "spool", 1 << 20)
+    assert spool.destination == {"type": "http", **{k: v.format(port=port) for k, v in recorded.items()}}
+    assert config_main([f"--conf=transport.{k.split('.', 1)[1]}={v}" for k, v in settings.items()]
+                       + ["--conf=transport.type=http"]) == 0
+    written = b"".join(p.read_bytes() for p in (isolated_lineage_env / "spool").rglob("*") if p.is_file())
+    out, err = capsys.readouterr()
+    assert b"Tok3nSecret" not in written and "Tok3nSecret" not in out + err
+    with Backend(port) as backend:  # nothing configured: the recorded destination would get masked credentials
+        code = replay_main([])
+    masked = "***" in recorded["url"] + recorded["endpoint"]
+    assert (code, len(backend.events)) == ((2, 0) if masked else (0, 12))
+    if masked:
+        assert "whose credentials are never recorded" in capsys.readouterr().err
 
 
 # ---- spool records ------------------------------------------------------------------------------------------

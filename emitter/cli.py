@@ -96,7 +96,7 @@ def replay_main(argv: list[str] | None = None, prog: str = "lineage-capture repl
             continue
         if args.dead_letters == "discard":
             count = len(spool.dead_letters())
-            spool.keep_dead_letters([])
+            spool.keep_dead_letters([], replacing=count)  # (not those set aside since it counted)
             print(f"discarded {count} dead letters of {spool.directory}")
             continue
         try:
@@ -203,7 +203,8 @@ def _retry_dead_letters(spool: Any, transport: Any, rejection: Any) -> int:
             kept.append(letter)
         else:
             sent += 1
-    spool.keep_dead_letters(kept)
-    print(f"re-sent {sent} of {len(letters)} dead letters of {spool.directory}; {len(kept)} remain"
+    spool.keep_dead_letters(kept, replacing=len(letters))  # (a harvest may have set more aside meanwhile)
+    remaining = len(spool.dead_letters())
+    print(f"re-sent {sent} of {len(letters)} dead letters of {spool.directory}; {remaining} remain"
           + (" (the backend failed: stopped)" if stopped else ""))
-    return 3 if kept else 0
+    return 3 if remaining else 0

@@ -422,11 +422,15 @@ class Spool:
         except OSError:
             return []
 
-    def keep_dead_letters(self, records: list[dict[str, Any]]) -> None:
-        """Replace the dead-letter file with ``records`` (removed when empty)."""
+    def keep_dead_letters(self, records: list[dict[str, Any]], replacing: int | None = None) -> None:
+        """Replace the dead-letter file with ``records`` (removed when empty); with ``replacing``, only the first
+        that many letters (those read before a retry) are replaced: letters another process set aside meanwhile
+        stay, after them (the file is only appended to, under the lock)."""
         with self._locked(create=False) as present:
             if not present:
                 return
+            if replacing is not None:
+                records = records + self.dead_letters()[replacing:]
             if records:
                 write_atomically(self.dead_letters_path, b"".join(encode_record(r) for r in records))
             else:

@@ -293,6 +293,29 @@ def test_dead_letters_list_retry_discard(capsys):
     assert emitter.spool.dead_letters() == []
 
 
+def test_a_dead_letter_set_aside_during_a_retry_stays(capsys):
+    """Another harvest sets an event aside while `replay --dead-letters retry` sends the earlier ones: the retry
+    rewrites the file without the letters it delivered, and the new letter stays (it was overwritten)."""
+    port = free_port()
+    settings = conf(f"http://127.0.0.1:{port}")
+    with Backend(port, reject=lambda e: (e["run"]["runId"], e["eventType"]) == REJECTED):
+        emitter = Emitter.from_config(settings)
+        emitter.emit_batch(tree_records())
+        emitter.close()
+    (letter,) = emitter.spool.dead_letters()
+    late = {**letter["event"], "eventType": "OTHER"}
+
+    def meanwhile(event: dict) -> bool:  # as the backend receives the retried letter, a harvest sets one aside
+        emitter.spool.add_dead_letter(late, 422, "refused")
+        return False
+
+    with Backend(port, reject=meanwhile) as backend:
+        assert replay_main([*argv_of(settings), "--dead-letters", "retry"]) == 3  # one letter remains: exit 3
+    assert keys(backend.events) == [REJECTED]
+    assert [d["event"] for d in emitter.spool.dead_letters()] == [late]
+    assert "re-sent 1 of 1 dead letters" in capsys.readouterr().out
+
+
 def test_replay_sends_to_the_recorded_destination_and_refuses_another(tmp_path, isolated_lineage_env, capsys):
     port = free_port()
     emitter = Emitter.from_config(conf(f"http://127.0.0.1:{port}"))

@@ -26,6 +26,7 @@ A spool that cannot be written (disk full, read-only, ``spool.dir`` under a regu
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -65,6 +66,10 @@ class SpoolError(Exception):
 class SpoolBusy(SpoolError):
     """Another holder kept the spool's lock longer than the caller would wait (a process stopped or stuck on its
     disk in the middle of a write)."""
+
+
+#: Bytes of the offset file (digits padded with spaces): rewritten in place when the disk is full.
+OFFSET_WIDTH = 24
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -281,6 +286,8 @@ class Spool:
             if not fitting:
                 return 0
             self._write_destination()
+            if path == self.events_path:
+                self._reserve_offset()
             self._write(path, b"".join(lines[:fitting]))
         return fitting
 
@@ -410,7 +417,28 @@ class Spool:
             return lines
 
     def _save_offset(self, offset: int) -> None:
-        write_atomically(self.offset_path, str(offset).encode())
+        data = str(offset).encode().ljust(OFFSET_WIDTH)
+        try:
+            write_atomically(self.offset_path, data)
+        except OSError as error:
+            if error.errno != errno.ENOSPC or not self.offset_path.exists():
+                raise
+            # a full disk has no block for the temp file: the offset file, which holds one since the spool's first
+            # append (_reserve_offset), is overwritten in place. A crash mid-write can only make a replay start
+            # from an older position (duplicates, never a loss); without this the replay stopped at every save
+            # and each run re-sent the same first events while new ones were dropped.
+            fd = os.open(self.offset_path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, data, 0)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def _reserve_offset(self) -> None:
+        """Create the replay's offset file, padded, with the spool's first events (while the disk has room)."""
+        if not self.offset_path.exists():
+            with suppress(OSError):  # (written by the first replay then, if the disk allows)
+                write_atomically(self.offset_path, b"0".ljust(OFFSET_WIDTH))
 
     # ---- dead letters --------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -803,3 +804,43 @@ def test_what_cannot_be_spooled_at_exit_is_counted_with_its_reason(tmp_path, mak
     spooled, dropped = spool_records(make_spool(tmp_path), [], [{**EVENT, "n": i} for i in range(3)], problem)
     assert spooled + dropped == 3 and dropped >= 1
     assert len(problem) == 1 and reason in problem[0]
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KiB tmpfs (root only: skipped where mounting is not allowed)."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_a_replay_on_a_full_disk_keeps_its_position(full_disk):
+    """The spool filled its disk; the backend is back: the replay's position is saved in place (no room for the
+    atomic temp file) and the next replay goes on from it: every spooled event once, in order. It stopped at the
+    first save instead, and every run re-sent the same first events while new ones were dropped."""
+    spool = Spool(full_disk / "spool", 1 << 30, {"type": "http", "url": "http://127.0.0.1:1", "endpoint": "x"})
+    events = [{**EVENT, "run": {"runId": f"r{i}"}, "pad": "x" * 200} for i in range(1000)]
+    kept = 0
+    with pytest.raises(Exception, match="No space left"):
+        for event in events:
+            spool.append_many([event])
+            kept += 1
+    assert kept > 50
+    sent: list[str] = []
+
+    def send_until(limit: int) -> Callable[[dict], None]:
+        def send(event: dict) -> None:
+            if len(sent) == limit:
+                raise ConnectionError("backend gone again")
+            sent.append(event["run"]["runId"])
+        return send
+
+    assert spool.replay(send_until(20))[0] == 20  # stopped: the position is saved on the full disk
+    spool.replay(send_until(10 ** 6))
+    assert sent == [e["run"]["runId"] for e in events[:kept]]

@@ -144,7 +144,18 @@ class Emitter:
                     flush_transport()
                 except Exception as error:  # noqa: BLE001 - a failing flush is logged and counted, never raised
                     self._log_failure_once("flush", error)
+            self._count_lost_writes()
         return self.counts.copy()
+
+    def _count_lost_writes(self) -> None:
+        """Events the transport took, counted delivered, but could not write after all (the file transport on a
+        full disk): dropped, so that a harvest keeps its state and sends them again."""
+        take_lost = getattr(self._transport, "take_lost", None)
+        lost = take_lost() if take_lost is not None else 0
+        if lost:
+            self.counts.delivered -= lost
+            self.counts.dropped += lost
+            log.error("%d lineage events the transport took could not be written: LOST (counted)", lost)
 
     def undelivered(self) -> tuple[list[RunRecord], list[dict[str, Any]]]:
         """What is not delivered yet, for a process that must spool it at once as it ends: (parent terminal

@@ -844,3 +844,23 @@ def test_a_replay_on_a_full_disk_keeps_its_position(full_disk):
     assert spool.replay(send_until(20))[0] == 20  # stopped: the position is saved on the full disk
     spool.replay(send_until(10 ** 6))
     assert sent == [e["run"]["runId"] for e in events[:kept]]
+
+
+def test_the_file_transport_on_a_full_disk_counts_what_it_could_not_write(full_disk, tmp_path):
+    """Events file on a full disk, spool elsewhere: every event is written whole, spooled, or counted dropped
+    (a harvest then keeps its state); no torn line. It counted lines still in its buffer delivered, lost them
+    when the buffer's write failed, and left a torn line the replay glued the next event onto."""
+    location = full_disk / "events.jsonl"
+    emitter = Emitter.from_config({"transport.type": "file", "transport.location": str(location),
+                                   "spool.dir": str(tmp_path / "spool")})
+    records = [r for _ in range(40) for r in tree_records()]
+    emitter.emit_batch(records)
+    counts = emitter.close()
+    assert counts.dropped > 0 and counts.delivered + counts.spooled + counts.dropped == len(records)
+    lines = location.read_bytes().splitlines(keepends=True)
+    assert all(line.endswith(b"\n") for line in lines) and len(lines) == counts.delivered
+    subprocess.run(["mount", "-o", "remount,size=4m", str(full_disk)], check=True)  # room again: replayed whole
+    assert replay_main(["--conf", "transport.type=file", "--conf", f"transport.location={location}",
+                        "--conf", f"spool.dir={tmp_path / 'spool'}"]) == 0
+    events = [json.loads(line) for line in location.read_text().splitlines()]
+    assert len(events) == counts.delivered + counts.spooled

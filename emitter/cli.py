@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from emitter.config import EmitterConfig
 
-REPLAY_EXIT_CODES = ("exit codes: 0 the spool is empty; 1 events remain spooled (the backend is still failing); "
+REPLAY_EXIT_CODES = ("exit codes: 0 the spool is empty; 1 events remain spooled (the backend is still failing), "
+                     "or torn or corrupt records were skipped (their events are lost); "
                      "2 usage or configuration error, or a spool recorded for another destination than the "
                      "configured one (without --to-configured); 3 the spool is empty but dead letters remain "
                      "(events the backend refused for good: --dead-letters list|retry|discard)")
@@ -180,7 +181,7 @@ def _send(prog: str, spool: Any, transport_config: dict[str, Any], dead_letters:
              else ""))
     if delivery.spool_error:
         print(f"{prog}: {delivery.spool_error}", file=sys.stderr)
-    return 1 if pending else 3 if dead else 0
+    return 1 if pending or spool.corrupt else 3 if dead else 0
 
 
 def _retry_dead_letters(spool: Any, transport: Any, rejection: Any) -> int:

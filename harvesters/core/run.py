@@ -36,7 +36,7 @@ EXIT_CODES_HELP = ("exit codes: 0 everything harvested (or another harvest holds
                    "skipped (unreadable or unparseable, counted in the summary) or events neither delivered nor "
                    "spooled (state not advanced); 2 usage, configuration or reading error; 3 events did not reach "
                    "the backend: spooled (backend unreachable; `lineage-capture replay` or the next run sends them) "
-                   "or refused by it (dead letters: `lineage-capture replay --dead-letters list`)")
+                   "or refused by it (dead letters: `lineage-capture replay --dead-letters list`); 1 outranks 3")
 
 
 # ---- options every source shares -----------------------------------------------------------------------
@@ -253,9 +253,11 @@ def finish_harvest(label: str, args: argparse.Namespace, emitter: Any, checkpoin
     if window_note:
         note = f"{window_note}; {note}"
     print(summary_line(label, harvest, grouper, grouper.open_count if args.state else 0, note), file=sys.stderr)
+    if harvest.counts.to_look_at() or counts.corrupt:  # (before 3: the spool is sent again by itself, a skipped
+        return EXIT_SKIPPED                                # input is not, and no later run says it again)
     if undelivered and (emitter.spool.pending_bytes() or counts.dead_lettered):
         return EXIT_SPOOLED
-    return EXIT_SKIPPED if harvest.counts.to_look_at() or counts.corrupt else EXIT_OK
+    return EXIT_OK
 
 
 def delivery_note(counts: Any, emitter: Any) -> str:

@@ -792,6 +792,33 @@ def test_a_harvest_counts_the_spool_records_it_could_not_read(tmp_path):
     assert len(backend.events) == len(lines) - 1
 
 
+def test_an_unreadable_event_asks_for_a_look_even_when_the_backend_is_down(tmp_path):
+    """A cut event in the log (counted unreadable) and a backend down: exit 1, not 3 (the spool is sent again by
+    the next run by itself; the unreadable event is never said again)."""
+    log = make_log(tmp_path / "log.xml", 20)
+    with open(log, "ab") as f:
+        f.write(log.read_bytes()[:200] + b"\n")  # half an event
+    settings = conf(f"http://127.0.0.1:{free_port()}", **{"spool.dir": str(tmp_path / "spool")})
+    done = run_harvest(log, tmp_path / "state.json", settings)
+    assert done.returncode == 1, done.stderr
+    assert "spooled" in done.stderr.splitlines()[-1]
+
+
+def test_replay_asks_for_a_look_when_it_skipped_a_damaged_record(tmp_path, capsys):
+    """`lineage-capture replay` skipping a damaged record loses its event: exit 1, as a harvest (it was 0)."""
+    port = free_port()
+    settings = conf(f"http://127.0.0.1:{port}", **{"spool.dir": str(tmp_path / "spool")})
+    emitter = Emitter.from_config(settings)
+    emitter.emit_batch(tree_records())
+    assert emitter.close().spooled == 12
+    lines = emitter.spool.events_path.read_bytes().splitlines(keepends=True)
+    lines[3] = lines[3][:20] + b"#" + lines[3][21:]
+    emitter.spool.events_path.write_bytes(b"".join(lines))
+    with Backend(port) as backend:
+        assert replay_main(argv_of(settings)) == 1
+    assert len(backend.events) == 11 and "1 torn or corrupt records skipped" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(("make_spool", "reason"), [
     (lambda tmp: Spool(tmp / "afile" / "spool", 10**6, {"type": "http", "url": "http://x"}), "Not a directory"),
     (lambda tmp: Spool(tmp / "spool", 150, {"type": "http", "url": "http://x"}), "the spool is full"),

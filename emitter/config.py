@@ -145,6 +145,18 @@ def _deep_merge(low: Mapping[str, Any], high: Mapping[str, Any]) -> dict[str, An
     return merged
 
 
+def _positive_int(value: Any, key: str) -> int:
+    """``value`` as a whole number above 0; else a configuration error naming ``key`` (0 or less made every
+    undeliverable event a dropped one)."""
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"{key} must be a whole number of bytes, not {value!r}") from None
+    if number <= 0:
+        raise ValueError(f"{key} must be above 0, not {number}")
+    return number
+
+
 def _yaml_config() -> tuple[dict[str, Any], str | None]:
     candidates = [os.environ.get("OPENLINEAGE_CONFIG"), "openlineage.yml",
                   os.path.join(os.path.expanduser("~"), ".openlineage", "openlineage.yml")]
@@ -240,7 +252,7 @@ def load_config(overrides: Mapping[str, Any] | None = None) -> EmitterConfig:
     spool_section = merged.get("spool")
     spool: Mapping[str, Any] = spool_section if isinstance(spool_section, Mapping) else {}
     spool_dir = Path(spool.get("dir") or state_dir() / "spool")
-    spool_max = int(spool.get("maxBytes", 256 * 1024 * 1024))
+    spool_max = _positive_int(spool.get("maxBytes", 256 * 1024 * 1024), "spool.maxBytes")
 
     transport, source = _layer_transports([
         ("environment", env_config.get("transport")),

@@ -101,6 +101,8 @@ UNUSABLE = [  # (id, settings, the error names)
      "transport.timeoutInMillis cannot be used"),
     ("timeout_not_a_number", {"transport.type": "http", "transport.url": "http://h:1", "transport.timeout": "x"},
      "transport.timeout cannot be used"),
+    ("spool_max_bytes_not_a_number", {"spool.maxBytes": "abc"}, "spool.maxBytes must be a whole number of bytes"),
+    ("spool_max_bytes_negative", {"spool.maxBytes": "-1"}, "spool.maxBytes must be above 0, not -1"),
 ]
 
 

@@ -251,6 +251,14 @@ def create_transport(transport: Mapping[str, Any] | None, announce: bool = True,
     is given the notice instead of stderr (a Spark driver's stderr is copied into spark-submit's stdout)."""
     if not transport or not transport.get("type"):
         raise ValueError("no OpenLineage transport type configured")
+    kind = str(transport.get("type"))
+    if "." not in kind:  # (a dotted type is a class path openlineage-python imports)
+        from openlineage.client.transport import get_default_factory
+
+        known = sorted(get_default_factory().transports)
+        if kind.lower() not in known:  # openlineage-python said "not enough values to unpack (expected 2, got 1)"
+            raise ValueError(f"unknown OpenLineage transport type {kind!r}: one of {', '.join(known)}, or a "
+                             "transport class's module.Class path")
     if announce:
         for key in unknown_transport_keys(transport):
             log.warning("unknown key %r in the %s transport configuration: ignored", key, transport.get("type"))

@@ -146,3 +146,10 @@ def test_a_file_that_is_no_configuration_is_a_one_line_error(tmp_path, monkeypat
     with pytest.raises(ValueError, match=message) as raised:
         Emitter.from_config({})
     assert "\n" not in str(raised.value) and "S3cret" not in str(raised.value)
+
+
+def test_an_unknown_transport_type_is_named_with_the_known_ones(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", str(tmp_path / "none.yml"))
+    named = r"unknown OpenLineage transport type 'bogus': one of .*\bhttp\b.*module\.Class"
+    with pytest.raises(ValueError, match=named):
+        Emitter.from_config({"transport.type": "bogus"})

@@ -84,7 +84,6 @@ def _json_lines_file_transport() -> type:
             self._lock = threading.Lock()  # the buffer and the file, against the timer's flush
             self._buffer = bytearray()
             self._buffered = 0  # events in the buffer (counted delivered by the caller already)
-            self._good_size = 0  # the file's size after the last write that succeeded: whole lines only
             self._lost = 0
 
         def emit(self, event: Any) -> None:
@@ -94,7 +93,6 @@ def _json_lines_file_transport() -> type:
                 if self._fd is None:
                     self._fd = os.open(_local_path(self.config.log_file_path),
                                        os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                    self._good_size = os.fstat(self._fd).st_size
                 self._buffer += orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE)
                 self._buffered += 1
                 if len(self._buffer) >= WRITE_BUFFER_BYTES or \
@@ -109,26 +107,26 @@ def _json_lines_file_transport() -> type:
             return None
 
         def _flush_locked(self, this_event: bool = False) -> None:
-            """Write the buffer. On a failure (a full disk) the file is cut back to its last whole line (no torn
-            line for the next append to glue onto) and the buffered events are lost: counted in
-            :meth:`take_lost`, except the one being emitted (``this_event``: its emit raises, the caller spools
-            it)."""
+            """Write the buffer. On a failure (a full disk) a torn line it left is cut off (nothing for the next
+            append to glue onto) and the buffered events not written whole are lost: counted in :meth:`take_lost`,
+            except the one being emitted (``this_event``, the last: its emit raises, the caller spools it)."""
             self._flushed_at = time.monotonic()
             if not self._buffer or self._fd is None:
                 return
             data, count = bytes(self._buffer), self._buffered
             self._buffer.clear()
             self._buffered = 0
+            written = 0
             try:
-                written = 0
                 while written < len(data):
                     written += os.write(self._fd, data[written:])
             except OSError:
-                with suppress(OSError):
-                    os.ftruncate(self._fd, self._good_size)
-                self._lost += count - (1 if this_event else 0)
+                whole = data.rfind(b"\n", 0, written) + 1  # our bytes that reached the file as whole lines
+                if written > whole:  # our torn last line ends the file: cut only it (another process may append
+                    with suppress(OSError):  # to the same file: nothing before our own bytes is touched)
+                        os.ftruncate(self._fd, os.fstat(self._fd).st_size - (written - whole))
+                self._lost += count - data.count(b"\n", 0, whole) - (1 if this_event else 0)
                 raise
-            self._good_size += len(data)
 
         def _timed_flush(self) -> None:
             with self._lock:

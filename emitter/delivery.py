@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 #: HTTP answers that are not final: the backend may accept the same event later.
 TRANSIENT_4XX = frozenset({408, 429})
+#: Redirects a client follows with the same POST (301/302/303 turn it into a GET: the event would never arrive).
+REPOSTED_REDIRECTS = frozenset({307, 308})
 #: Spooled events are written in batches of at most this many, at most this many seconds after the first.
 SPOOL_BATCH, SPOOL_BATCH_SECONDS = 512, 0.2
 #: Events handed over but not yet settled (in flight or waiting for an earlier one) before emit() blocks.
@@ -64,7 +66,7 @@ def rejection(error: BaseException) -> tuple[int, str] | None:
     and httpx's errors carry), else None."""
     response = getattr(error, "response", None)
     status = getattr(response, "status_code", None)
-    if not isinstance(status, int) or not 300 <= status < 500 or status in TRANSIENT_4XX or status in (307, 308):
+    if not isinstance(status, int) or not 300 <= status < 500 or status in TRANSIENT_4XX | REPOSTED_REDIRECTS:
         return None
     try:
         answer = str(response.text)  # type: ignore[union-attr]

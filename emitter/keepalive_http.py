@@ -31,6 +31,8 @@ from urllib.parse import urljoin, urlsplit
 
 import orjson
 
+from emitter.delivery import REPOSTED_REDIRECTS
+
 
 class PostRefused(Exception):
     """The backend answered a POST with an error status that is not retried; ``response`` has ``status_code``
@@ -159,7 +161,7 @@ def keepalive_http_transport() -> type:
             retries are used up); raises ``_Redirected`` (307/308) or :class:`PostRefused` otherwise."""
             if 200 <= status < 300:
                 return None
-            if status in (307, 308):  # the POST is sent again to the new URL, as it is
+            if status in REPOSTED_REDIRECTS:  # the POST is sent again to the new URL, as it is
                 raise _Redirected()
             if 300 <= status < 400:  # a client follows 301/302/303 with a GET: the event would never arrive there
                 raise PostRefused(status, reason, text or f"a {status} redirect: configure the URL it names")

@@ -475,4 +475,3 @@ def url_without_credentials(url: str) -> str:
         if "@" in authority and ":" not in authority[: authority.rindex("@")]:
             rest = MASK + authority[authority.rindex("@"):] + slash + path
     return redact(scheme + sep + rest if sep else url)
-

@@ -249,14 +249,13 @@ def create_transport(transport: Mapping[str, Any] | None, announce: bool = True,
     is given the notice instead of stderr (a Spark driver's stderr is copied into spark-submit's stdout)."""
     if not transport or not transport.get("type"):
         raise ValueError("no OpenLineage transport type configured")
+    factory = _factory()
     kind = str(transport.get("type"))
-    if "." not in kind:  # (a dotted type is a class path openlineage-python imports)
-        from openlineage.client.transport import get_default_factory
-
-        known = sorted(get_default_factory().transports)
-        if kind.lower() not in known:  # openlineage-python said "not enough values to unpack (expected 2, got 1)"
-            raise ValueError(f"unknown OpenLineage transport type {kind!r}: one of {', '.join(known)}, or a "
-                             "transport class's module.Class path")
+    # (a dotted type is a class path openlineage-python imports; for a bare unknown word it said "not enough values
+    # to unpack (expected 2, got 1)")
+    if "." not in kind and kind.lower() not in factory.transports:
+        raise ValueError(f"unknown OpenLineage transport type {kind!r}: one of {', '.join(sorted(factory.transports))}"
+                         ", or a transport class's module.Class path")
     if announce:
         for key in unknown_transport_keys(transport):
             log.warning("unknown key %r in the %s transport configuration: ignored", key, transport.get("type"))
@@ -265,7 +264,7 @@ def create_transport(transport: Mapping[str, Any] | None, announce: bool = True,
         if direct_target(dict(transport)) is None:  # the stock requests path: make its session cheaper
             transport = _environment_read_once(transport)
     try:
-        built = _factory().create(dict(transport))
+        built = factory.create(dict(transport))
     except Exception as error:  # noqa: BLE001 - openlineage-python raises assorted types for bad config
         from emitter.redact import redact
 

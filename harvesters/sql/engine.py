@@ -1238,8 +1238,6 @@ _RENAME_TABLES = re.compile(rf"\s*TABLES?\s+((?:{_RENAME_PAIR.pattern})(?:\s*,\s
 _UNLOAD = re.compile(r"\s*\(\s*'((?:[^'\\]|''|\\.)*)'\s*\)", re.DOTALL)
 
 
-
-
 #: Tokens the tokenizer may let swallow the rest of the statement as one string (T-SQL's FETCH is a command word of
 #: its own type: `FETCH NEXT FROM c INTO @a` then `IF @a > 1 UPDATE ...` on the next lines was one FETCH).
 _SWALLOWING = frozenset({TokenType.COMMAND, TokenType.END, TokenType.FETCH})

@@ -126,9 +126,11 @@ def flatten_blocks(dialect: str, declare_sections: bool) -> Callable[[list[Token
     now read as the text's own (see above). ``declare_sections``: a DECLARE opens a section of declarations that
     ends at BEGIN (Snowflake; in BigQuery DECLARE is one statement)."""
 
+    reopen = string_tokens_of(dialect)
+
     def fix(tokens: list[Token]) -> tuple[list[Token], list]:
         tokens, _ = quote_bodies(tokens)
-        return _flatten(tokens, string_tokens_of(dialect), declare_sections), []
+        return _flatten(tokens, reopen, declare_sections), []
 
     return fix
 

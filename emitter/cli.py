@@ -176,8 +176,9 @@ def _send(prog: str, spool: Any, transport_config: dict[str, Any], dead_letters:
     counts = delivery.counts
     print(f"replayed {counts.replayed} events to {_where(spool.destination or {})}; {pending} bytes still "
           f"spooled in {spool.events_path}"
+          + (f" ({delivery.failure or 'backend unreachable'})" if pending else "")
           + (f"; {spool.corrupt} torn or corrupt records skipped" if spool.corrupt else "")
-          + (f"; {dead} dead letters (refused by the backend for good): `{prog} --dead-letters list`" if dead
+          + (f"; {dead} dead letters (refused by the backend): `{prog} --dead-letters list`" if dead
              else ""))
     if delivery.spool_error:
         print(f"{prog}: {delivery.spool_error}", file=sys.stderr)

@@ -8,9 +8,15 @@ Outcomes of one delivery (:func:`rejection` tells them apart):
   with the backend's answer, is counted, and delivery goes on;
 - failed for now (connection refused, timeout, 408/429/5xx after the transport's own retries): the event goes to
   the spool, and so does every later event until a replay empties the spool (the backend sees the original
-  order). The backend is then left alone for ``retry_after`` seconds: a dead or hanging backend costs one
-  timeout, not one per event. The http transport does not retry a read timeout (``retry.read = 0`` unless
-  configured): a backend that accepted the connection and does not answer will not answer the retry either.
+  order). The backend is then left alone for ``retry_after`` seconds, or for as long as its ``Retry-After``
+  asked (at most :data:`RETRY_AFTER_MAX_S`): a dead or hanging backend costs one timeout, not one per event. The
+  http transport does not retry a read timeout (``retry.read = 0`` unless configured): a backend that accepted
+  the connection and does not answer will not answer the retry either;
+- refused again and again while the backend takes other events: a replay whose first event is answered with a
+  server error (:func:`server_error`: a 5xx other than 502/503/504, which say the backend or its proxy is down)
+  sends the next event of another run; when that one is accepted and the first is refused once more, it is the
+  event, not the backend (an event Marquez fails on with a 500): it is set aside as a dead letter, and the events
+  behind it, which it would block forever, go on.
 
 Two ways of sending. ``width == 1`` (file, console, kafka, composite, and any transport handed in): in the
 caller's thread, in the order handed over. ``width > 1`` (http): up to ``width`` requests in flight on worker
@@ -31,7 +37,7 @@ from typing import Any
 import attrs
 
 from emitter.redact import redact
-from emitter.spool import Spool, SpoolError
+from emitter.spool import Spool, SpoolError, Suspect
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +45,11 @@ log = logging.getLogger(__name__)
 TRANSIENT_4XX = frozenset({408, 429})
 #: Redirects a client follows with the same POST (301/302/303 turn it into a GET: the event would never arrive).
 REPOSTED_REDIRECTS = frozenset({307, 308})
+#: Server errors that say the backend (or the proxy before it) is down, not that it failed on this event.
+UNAVAILABLE_5XX = frozenset({502, 503, 504})
+#: A ``Retry-After`` up to this many seconds is waited for between the transport's retries; a longer one ends the
+#: attempt at once, and the delivery leaves the backend alone that long (at most RETRY_AFTER_MAX_S).
+RETRY_AFTER_WAIT_S, RETRY_AFTER_MAX_S = 5.0, 3600.0
 #: Spooled events are written in batches of at most this many, at most this many seconds after the first.
 SPOOL_BATCH, SPOOL_BATCH_SECONDS = 512, 0.2
 #: Events handed over but not yet settled (in flight or waiting for an earlier one) before emit() blocks.
@@ -75,6 +86,31 @@ def rejection(error: BaseException) -> tuple[int, str] | None:
     return status, answer
 
 
+def server_error(error: BaseException) -> int | None:
+    """The status of a server error that may be the event's own doing (a 5xx but 502/503/504), else None."""
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if isinstance(status, int) and 500 <= status < 600 and status not in UNAVAILABLE_5XX:
+        return status
+    return None
+
+
+def failure_reason(error: BaseException) -> str:
+    """Why a delivery failed for now, for a summary line: the backend's answer, else that it was unreachable."""
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    asked = getattr(error, "retry_after", None)
+    if isinstance(asked, (int, float)):
+        return f"the backend asked to be left alone for {asked:g} s"
+    if isinstance(status, int):
+        return f"the backend answered HTTP {status}"
+    return "backend unreachable"
+
+
+def _other_run(event: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether ``other`` belongs to another run than ``event`` (a backend failing on a run fails on all its
+    events: only another run's event tells whether it fails on everything)."""
+    return bool((other.get("run") or {}).get("runId") != (event.get("run") or {}).get("runId"))
+
+
 @attrs.define(eq=False)
 class _Node:
     """One event handed over in parallel mode, until it is settled."""
@@ -98,12 +134,14 @@ class Delivery:
         self.width = width if make_transport is not None else 1
         self.counts = Counts()
         self.spool_error: str | None = None  # the first reason the spool could not be written
+        self.failure: str | None = None  # why the last delivery that failed for now failed (failure_reason)
         self._make_transport = make_transport
         lock = threading.RLock()
         self._cv = threading.Condition(lock)  # settled events: wakes a caller waiting in flush() or for room
         # ready events: wakes one worker per event (waking all sixteen for each event cost more CPU than the POST)
         self._wakeup = threading.Condition(lock)
         self._blocked_until = 0.0
+        self._replay_failure: BaseException | None = None  # what stopped the replay in progress
         self._failures: set[str] = set()
         self._buffer: list[dict[str, Any]] = []  # events on their way into the spool (see _keep)
         self._buffered_at = 0.0
@@ -215,15 +253,26 @@ class Delivery:
         if refused is not None:
             self._dead_letter(event, *refused)
             return
-        self._blocked_until = time.monotonic() + self.retry_after
+        wait = self._back_off(error)
         self._diverting = True  # later events queue behind this one (even when the spool cannot take it)
         self._healthy = False
         self._log_once("deliver", f"lineage delivery failed ({type(error).__name__}: {redact(str(error))}); "
                                   f"events go to the spool {self.spool.directory}, the backend is tried again "
-                                  f"in {self.retry_after:g} s; further failures are counted, not logged")
+                                  f"in {wait:g} s; further failures are counted, not logged")
         self._keep(event)
 
-    def _dead_letter(self, event: dict[str, Any], status: int, answer: str) -> None:
+    def _back_off(self, error: BaseException) -> float:
+        """Leave the backend alone for ``retry_after`` seconds, or as long as it asked (``Retry-After``, capped);
+        note why. Returns the seconds."""
+        asked = getattr(error, "retry_after", None)
+        wait = self.retry_after
+        if isinstance(asked, (int, float)):
+            wait = max(wait, min(float(asked), RETRY_AFTER_MAX_S))
+        self._blocked_until = time.monotonic() + wait
+        self.failure = failure_reason(error)
+        return wait
+
+    def _dead_letter(self, event: dict[str, Any], status: int, answer: str, why: str = "for good") -> None:
         try:
             kept = self.spool.add_dead_letter(event, status, answer)
         except SpoolError as error:
@@ -233,7 +282,7 @@ class Delivery:
             self.counts.dropped += 1
             return
         self.counts.dead_lettered += 1
-        self._log_once(f"reject{status}", f"the lineage backend refused an event for good (HTTP {status}: "
+        self._log_once(f"reject{status}", f"the lineage backend refused an event {why} (HTTP {status}: "
                                           f"{redact(answer[:200])!r}); it was set aside in "
                                           f"{self.spool.dead_letters_path} (`lineage-capture replay "
                                           f"--dead-letters list`) and delivery goes on")
@@ -285,14 +334,19 @@ class Delivery:
             if spool is None or pending:
                 continue
             corrupt = spool.corrupt
+            self._replay_failure = None
             try:
-                _, pending = spool.replay(self._replay_one)
+                _, pending = spool.replay(self._replay_one, self._set_aside, _other_run)
             except SpoolError as error:
                 self._spool_failed(error, lost=0)
                 pending = spool.pending_bytes() or 1
             self.counts.corrupt += spool.corrupt - corrupt
         if pending:
-            self._blocked_until = time.monotonic() + self.retry_after
+            failure = self._replay_failure
+            if failure is None:
+                self._blocked_until = time.monotonic() + self.retry_after
+            else:
+                self._back_off(failure)
         self._diverting = bool(pending)
 
     def _replay_one(self, event: dict[str, Any]) -> None:
@@ -302,8 +356,22 @@ class Delivery:
             return
         refused = rejection(error)
         if refused is None:
+            self._replay_failure = error
+            if server_error(error) is not None:
+                raise Suspect(error)  # the spool tries the event behind it (see the module docstring)
             raise error  # stops the replay; the event stays in the spool
         self._dead_letter(event, *refused)
+
+    def _set_aside(self, event: dict[str, Any], suspect: Suspect) -> None:
+        """A spooled event the backend failed on twice while it accepted the one behind it: a dead letter."""
+        self._replay_failure = None
+        status = server_error(suspect.error) or 500
+        try:
+            answer = str(suspect.error.response.text)  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - an unreadable body must not hide the status
+            answer = ""
+        self._dead_letter(event, status, answer or str(suspect.error),
+                          why="again and again while it accepted the next one")
 
     # ---- parallel mode -----------------------------------------------------------------------------------
 

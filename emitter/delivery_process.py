@@ -74,6 +74,7 @@ class DeliveryProcess:
         self.spool = spool
         self.counts = Counts()
         self.spool_error: str | None = None
+        self.failure: str | None = None  # as Delivery.failure, reported by the child
         self._child = child
         self._make_fallback = fallback
         self._fallback: Delivery | None = None
@@ -180,6 +181,7 @@ class DeliveryProcess:
         if self._fallback is not None:
             getattr(self._fallback, "flush" if kind != b"R" else "replay")()
             self.spool_error = self.spool_error or self._fallback.spool_error
+            self.failure = self._fallback.failure or self.failure
 
     def _read_answer(self) -> dict[str, Any] | None:
         """The child's next counts (``K``), logging the records it logged before them; None at its end."""
@@ -220,6 +222,7 @@ class DeliveryProcess:
 
     def _take_counts(self, report: dict[str, Any]) -> None:
         self.spool_error = report.pop("spool_error", None) or self.spool_error
+        self.failure = report.pop("failure", None) or self.failure
         self.counts = Counts(**report)
 
     def _child_died(self) -> None:
@@ -316,7 +319,8 @@ def serve() -> None:
             delivery.close()
         else:
             delivery.flush()
-        _answer(out, lock, {**attrs.asdict(delivery.counts), "spool_error": delivery.spool_error})
+        _answer(out, lock, {**attrs.asdict(delivery.counts), "spool_error": delivery.spool_error,
+                            "failure": delivery.failure})
         if kind == b"X":
             return
     delivery.close()  # the harvest is gone: keep what it handed over

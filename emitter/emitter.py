@@ -198,6 +198,12 @@ class Emitter:
         """Why the spool could not be written (one line), or None."""
         return self.delivery.spool_error
 
+    @property
+    def delivery_failure(self) -> str | None:
+        """Why the last delivery that failed for now failed, in words (the backend's answer, else "backend
+        unreachable"), or None."""
+        return self.delivery.failure
+
     def replay(self) -> tuple[int, int]:
         """Re-send the spool now (ignores the back-off). Returns (delivered, pending bytes)."""
         with self._lock:

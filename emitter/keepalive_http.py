@@ -31,7 +31,7 @@ from urllib.parse import urljoin, urlsplit
 
 import orjson
 
-from emitter.delivery import REPOSTED_REDIRECTS
+from emitter.delivery import REPOSTED_REDIRECTS, RETRY_AFTER_WAIT_S
 
 
 class PostRefused(Exception):
@@ -43,6 +43,20 @@ class PostRefused(Exception):
         self.response = _Answer(status, text)
 
 
+class PostFailed(Exception):
+    """The backend did not take an event after the configured retries, or asked to be left alone for longer than
+    :data:`~emitter.delivery.RETRY_AFTER_WAIT_S` (``Retry-After``): a failure for now (the event is spooled). The
+    message says what happened in words (urllib3's ``MaxRetryError`` said ``None: Max retries exceeded``);
+    ``response`` is the last answer (``status_code``, ``text``) when there was one, else None; ``retry_after`` the
+    seconds the backend asked for, else None."""
+
+    def __init__(self, message: str, status: int | None = None, text: str = "",
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.response = _Answer(status, text) if status is not None else None
+        self.retry_after = retry_after
+
+
 class _Answer:
     def __init__(self, status_code: int, text: str) -> None:
         self.status_code = status_code
@@ -51,6 +65,39 @@ class _Answer:
 
 class _Redirected(Exception):
     """The backend redirects: the stock transport (which follows redirects) sends the event."""
+
+
+#: One answer: status, reason, body text, and the ``Retry-After`` header when the backend sent one.
+Reply = tuple[int, str, str, "str | None"]
+
+
+def _described(error: BaseException, timeout: float) -> str:
+    """An error in words: asyncio's and the socket module's timeouts say nothing (``TimeoutError: ``)."""
+    if isinstance(error, TimeoutError):  # asyncio.TimeoutError and socket.timeout are TimeoutError (3.11)
+        return f"no answer within {timeout:g} s"
+    if isinstance(error, OSError) and isinstance(error.errno, int) and error.errno > 0:
+        return os.strerror(error.errno)  # asyncio says "Connect call failed (...)" for a refused connection
+    if isinstance(error, OSError) and error.strerror:
+        return str(error.strerror)  # a name that does not resolve: "Name or service not known"
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _attempts(retry: Any) -> str:
+    """How many attempts a ``Retry`` that is used up has seen, in words."""
+    tries = len(retry.history) + 1
+    return "1 attempt" if tries == 1 else f"{tries} attempts"
+
+
+def _asked_wait(retry: Any, response: Any) -> float | None:
+    """Seconds the backend's ``Retry-After`` asks for (honoured as urllib3 honours it), None when it sent none,
+    the retry policy ignores it, or it cannot be read."""
+    if not retry.respect_retry_after_header or response.status not in retry.RETRY_AFTER_STATUS_CODES:
+        return None
+    try:
+        wait: float | None = retry.get_retry_after(response)
+    except Exception:  # noqa: BLE001 - an unreadable header (urllib3's InvalidHeader) is no request to wait
+        return None
+    return wait
 
 
 def direct_target(transport: dict[str, Any]) -> tuple[str, str, int, str] | None:
@@ -84,7 +131,7 @@ def keepalive_http_transport() -> type:
     """openlineage-python's HttpTransport whose ``emit`` posts JSON-ready dicts over one kept-alive connection
     (one transport per delivery thread), falling back to the stock ``emit`` as the module docstring says."""
     from openlineage.client.transport.http import HttpCompression, HttpTransport
-    from urllib3.exceptions import ConnectTimeoutError, ProtocolError
+    from urllib3.exceptions import ConnectTimeoutError, MaxRetryError, ProtocolError
     from urllib3.response import HTTPResponse
     from urllib3.util import Retry
 
@@ -142,40 +189,62 @@ def keepalive_http_transport() -> type:
 
         def _post(self, body: bytes, headers: dict[str, str]) -> None:
             """POST with the configured retries; raises as the stock transport does when they run out."""
-            path = self.target[3]  # type: ignore[index]
             retry = self.new_retry()
             while True:
                 try:
-                    status, reason, text = self._exchange(body, headers, ConnectTimeoutError, ProtocolError)
+                    reply = self._exchange(body, headers, ConnectTimeoutError, ProtocolError)
                 except (ConnectTimeoutError, ProtocolError) as error:
-                    retry = retry.increment("POST", path, error=error)  # raises when retries are used up
+                    retry = self.after_error(error, retry)
                     time.sleep(retry.get_backoff_time())
                     continue
-                retry = self.answer(status, reason, text, retry)
-                if retry is None:
+                step = self.answer(reply, retry)
+                if step is None:
                     return
-                time.sleep(retry.get_backoff_time())
+                retry, wait = step
+                time.sleep(wait)
 
-        def answer(self, status: int, reason: str, text: str, retry: Any) -> Any:
-            """None when ``status`` means delivered; the next ``Retry`` when it is retried (raises when the
-            retries are used up); raises ``_Redirected`` (307/308) or :class:`PostRefused` otherwise."""
+        def after_error(self, error: Exception, retry: Any) -> Any:
+            """The next ``Retry`` after a failure to connect or to read an answer; :class:`PostFailed` when the
+            retries are used up."""
+            try:
+                return retry.increment("POST", self.target[3], error=error)  # type: ignore[index]
+            except MaxRetryError:
+                raise PostFailed(f"{error} ({_attempts(retry)})") from None
+
+        def answer(self, reply: Reply, retry: Any) -> tuple[Any, float] | None:
+            """None when the answer means delivered; (the next ``Retry``, seconds to wait first) when it is
+            retried; raises ``_Redirected`` (307/308), :class:`PostRefused` (a final refusal) or
+            :class:`PostFailed` (retries used up, or a ``Retry-After`` longer than is waited for here)."""
+            status, reason, text, asked = reply
             if 200 <= status < 300:
                 return None
             if status in REPOSTED_REDIRECTS:  # the POST is sent again to the new URL, as it is
                 raise _Redirected()
             if 300 <= status < 400:  # a client follows 301/302/303 with a GET: the event would never arrive there
                 raise PostRefused(status, reason, text or f"a {status} redirect: configure the URL it names")
-            if retry.is_retry("POST", status):
-                answer = HTTPResponse(body=b"", status=status, preload_content=False)
-                return retry.increment("POST", self.target[3], response=answer)  # type: ignore[index]
-            raise PostRefused(status, reason, text)
+            if not retry.is_retry("POST", status, has_retry_after=asked is not None):
+                raise PostRefused(status, reason, text)
+            answered = f"{self.url} answered HTTP {status} {reason}".rstrip()
+            response = HTTPResponse(body=b"", status=status, preload_content=False,
+                                    headers={"Retry-After": asked} if asked is not None else None)
+            wait = _asked_wait(retry, response)
+            if wait is not None and wait > RETRY_AFTER_WAIT_S:
+                # Waiting here would hold a harvest (or a delivery thread) for as long as the backend asked:
+                # the delivery leaves it alone that long instead, and the events wait in the spool.
+                raise PostFailed(f"{answered} asking to be left alone for {wait:g} s (Retry-After)", status, text,
+                                 wait)
+            try:
+                retry = retry.increment("POST", self.target[3], response=response)  # type: ignore[index]
+            except MaxRetryError:
+                raise PostFailed(f"{answered} ({_attempts(retry)})", status, text, wait) from None
+            return retry, retry.get_backoff_time() if wait is None else wait
 
         def new_retry(self) -> Any:
             return Retry(**self.config.retry)
 
         def _exchange(self, body: bytes, headers: dict[str, str], connect_error: type[Exception],
-                      read_error: type[Exception]) -> tuple[int, str, str]:
-            """One request on the kept-alive connection: (status, reason, body text). A failure to connect
+                      read_error: type[Exception]) -> Reply:
+            """One request on the kept-alive connection. A failure to connect
             raises ``connect_error``, any later failure ``read_error`` (urllib3's kinds, which ``Retry`` counts
             against ``connect`` and ``read``). A kept-alive connection the backend closed meanwhile is opened
             again once, as urllib3 does for its pooled connections."""
@@ -187,22 +256,23 @@ def keepalive_http_transport() -> type:
                         connection.connect()
                 except OSError as error:
                     self._drop()
-                    raise connect_error(f"cannot connect to {self.url}: {error}") from None
+                    raise connect_error(f"cannot connect to {self.url}: {_described(error, self.timeout)}") \
+                        from None
                 try:
                     connection.request("POST", self.target[3], body=body, headers=headers)  # type: ignore[index]
                     response = connection.getresponse()
                     text = response.read().decode("utf-8", "replace")
                     if response.will_close:
                         self._drop()
-                    return response.status, response.reason, text
+                    return response.status, response.reason, text, response.getheader("Retry-After")
                 except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as error:
                     self._drop()
                     if first_try and not fresh:  # closed while idle: the request never reached the backend
                         continue
-                    raise read_error(f"{self.url}: {error}") from None
+                    raise read_error(f"{self.url}: {_described(error, self.timeout)}") from None
                 except (OSError, http.client.HTTPException) as error:
                     self._drop()
-                    raise read_error(f"{self.url}: {type(error).__name__}: {error}") from None
+                    raise read_error(f"{self.url}: {_described(error, self.timeout)}") from None
             raise AssertionError("unreachable")
 
         def _open(self) -> http.client.HTTPConnection:
@@ -264,20 +334,20 @@ class AsyncSender:
         retry = self.transport.new_retry()
         while True:
             try:
-                status, reason, text = await self.connection.post(path, body, headers, ConnectTimeoutError,
-                                                                  ProtocolError)
+                reply = await self.connection.post(path, body, headers, ConnectTimeoutError, ProtocolError)
             except (ConnectTimeoutError, ProtocolError) as error:
-                retry = retry.increment("POST", path, error=error)  # raises when retries are used up
+                retry = self.transport.after_error(error, retry)
                 await asyncio.sleep(retry.get_backoff_time())
                 continue
             try:
-                retry = self.transport.answer(status, reason, text, retry)
+                step = self.transport.answer(reply, retry)
             except _Redirected:
                 await asyncio.to_thread(self.transport.stock_emit, event)
                 return
-            if retry is None:
+            if step is None:
                 return
-            await asyncio.sleep(retry.get_backoff_time())
+            retry, wait = step
+            await asyncio.sleep(wait)
 
     def close(self) -> None:
         self.connection.close()
@@ -299,8 +369,8 @@ class AsyncConnection:
         self._protocol: Any = None
 
     async def post(self, target: str, body: bytes, headers: dict[str, str], connect_error: type[Exception],
-                   read_error: type[Exception]) -> tuple[int, str, str]:
-        """(status, reason, body text); errors as :meth:`KeepAliveHttpTransport._exchange` raises them."""
+                   read_error: type[Exception]) -> Reply:
+        """The answer; errors as :meth:`KeepAliveHttpTransport._exchange` raises them."""
         import asyncio
 
         import h11
@@ -314,7 +384,7 @@ class AsyncConnection:
                 except (OSError, asyncio.TimeoutError) as error:
                     self.close()
                     raise connect_error(f"cannot connect to {self.host}:{self.port}: "
-                                        f"{type(error).__name__}: {error}") from None
+                                        f"{_described(error, self.timeout)}") from None
                 self._protocol = h11.Connection(h11.CLIENT)
             try:
                 return await _within(self.timeout, self._exchange(target, body, headers))
@@ -322,13 +392,13 @@ class AsyncConnection:
                 self.close()
                 if first_try and not fresh:  # closed while idle: the request never reached the backend
                     continue
-                raise read_error(f"{self.host}:{self.port}: {type(error).__name__}: {error}") from None
+                raise read_error(f"{self.host}:{self.port}: {_described(error, self.timeout)}") from None
             except (OSError, asyncio.TimeoutError, h11.ProtocolError) as error:
                 self.close()
-                raise read_error(f"{self.host}:{self.port}: {type(error).__name__}: {error}") from None
+                raise read_error(f"{self.host}:{self.port}: {_described(error, self.timeout)}") from None
         raise AssertionError("unreachable")
 
-    async def _exchange(self, target: str, body: bytes, headers: dict[str, str]) -> tuple[int, str, str]:
+    async def _exchange(self, target: str, body: bytes, headers: dict[str, str]) -> Reply:
         import h11
 
         reader, writer = self._streams  # type: ignore[misc]
@@ -336,7 +406,7 @@ class AsyncConnection:
         fields = [("Host", self._host_header), ("Content-Length", str(len(body))), *headers.items()]
         writer.write(protocol.send(h11.Request(method="POST", target=target, headers=fields))
                      + protocol.send(h11.Data(data=body)) + protocol.send(h11.EndOfMessage()))
-        status, reason, chunks = 0, "", []
+        status, reason, chunks, asked = 0, "", [], None
         while True:
             event = protocol.next_event()
             if event is h11.NEED_DATA:
@@ -346,6 +416,8 @@ class AsyncConnection:
                 protocol.receive_data(data)
             elif isinstance(event, h11.Response):
                 status, reason = event.status_code, event.reason.decode("latin-1")
+                asked = next((value.decode("latin-1") for name, value in event.headers if name == b"retry-after"),
+                             None)
             elif isinstance(event, h11.Data):
                 chunks.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
@@ -356,7 +428,7 @@ class AsyncConnection:
             protocol.start_next_cycle()
         else:  # the backend closes after this answer ("Connection: close")
             self.close()
-        return status, reason, b"".join(chunks).decode("utf-8", "replace")
+        return status, reason, b"".join(chunks).decode("utf-8", "replace"), asked
 
     def close(self) -> None:
         """Close the connection (from its event loop; once the loop is gone there is nothing left to close)."""

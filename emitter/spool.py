@@ -63,6 +63,15 @@ class SpoolError(Exception):
     kept = 0  #: records of the failed append that did reach the file whole
 
 
+class Suspect(Exception):
+    """Raised by a replay's ``send`` for an event the destination answered but failed on (a server error): it may
+    be this event, not the destination. The replay then sends the event behind it (see :meth:`Spool.replay`)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class SpoolBusy(SpoolError):
     """Another holder kept the spool's lock longer than the caller would wait (a process stopped or stuck on its
     disk in the middle of a write)."""
@@ -350,13 +359,22 @@ class Spool:
 
     # ---- replay --------------------------------------------------------------------------------------
 
-    def replay(self, send: Callable[[dict[str, Any]], None]) -> tuple[int, int]:
+    def replay(self, send: Callable[[dict[str, Any]], None],
+               set_aside: Callable[[dict[str, Any], Suspect], None] | None = None,
+               independent: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> tuple[int, int]:
         """Re-send spooled events oldest first, stopping at the first failure (order is kept).
 
         Returns (delivered, still pending bytes). ``send`` raises on a failure that should stop the replay; it
         returns normally for a delivered event (and for one it set aside as a dead letter, which it may write
         to this spool: ``send`` runs without ``spool.lock``). Events appended while the replay runs are re-sent
         by it too, after the others. Raises :class:`SpoolError` when the replay's position cannot be written.
+
+        When ``send`` raises :class:`Suspect` and ``set_aside`` is given, a later record of the same chunk is sent
+        first: the next one for which ``independent(suspect, record)`` holds (another run's event: the same run's
+        may fail alike). If the destination takes it, the suspect is sent once more, and handed to ``set_aside``
+        when it raises :class:`Suspect` again: one event the destination keeps failing on no longer blocks the
+        spool forever. The later record is not sent again when the replay reaches it; if the replay stops
+        before that, a later replay sends it again (a duplicate, never a loss).
         """
         delivered = 0
         with self._locked(create=False, name=REPLAY_LOCK) as present:  # one replay at a time, appends go on
@@ -369,26 +387,62 @@ class Spool:
                     lines = self._read_or_finish(offset)
                     if lines is None:
                         return delivered, 0
-                    for line in lines:
-                        event = decode_record(line)
-                        if event is None:
-                            if line.strip():
-                                self.corrupt += 1
-                                log.warning("skipping a torn or corrupt record in the lineage spool %s",
-                                            self.events_path)
-                        else:
-                            try:
-                                send(event)
-                            except Exception:  # noqa: BLE001 - the caller's transport failed: stop, keep order
-                                self._save_offset(offset)
-                                return delivered, self.pending_bytes()
-                            delivered += 1
+                    sent_ahead: set[int] = set()  # records of this chunk sent before a suspect's second try
+                    for at, line in enumerate(lines):
+                        if at not in sent_ahead:
+                            event = self._decoded(line)
+                            if event is not None:
+                                if not self._replay_one(event, lines, at, sent_ahead, send, set_aside,
+                                                        independent):
+                                    self._save_offset(offset)
+                                    return delivered, self.pending_bytes()
+                                delivered += 1
                         offset += len(line)
                         if time.monotonic() - saved_at > OFFSET_EVERY_SECONDS:
                             self._save_offset(offset)
                             saved_at = time.monotonic()
             except OSError as error:
                 raise SpoolError(f"lineage spool {self.directory} cannot be updated ({_reason(error)})") from None
+
+    @staticmethod
+    def _replay_one(event: dict[str, Any], lines: list[bytes], at: int, sent_ahead: set[int],
+                    send: Callable[[dict[str, Any]], None],
+                    set_aside: Callable[[dict[str, Any], Suspect], None] | None,
+                    independent: Callable[[dict[str, Any], dict[str, Any]], bool] | None) -> bool:
+        """Send the event of ``lines[at]`` (a suspect as :meth:`replay` says); False when the replay stops."""
+        try:
+            send(event)
+            return True
+        except Suspect:
+            if set_aside is None:
+                return False
+        except Exception:  # noqa: BLE001 - the caller's transport failed: stop, keep order
+            return False
+        for later in range(at + 1, len(lines)):  # a witness: the next event of another run
+            witness = None if later in sent_ahead else decode_record(lines[later])
+            if witness is None or (independent is not None and not independent(event, witness)):
+                continue
+            try:
+                send(witness)
+            except Exception:  # noqa: BLE001 - the destination fails on it too: it is the destination
+                return False
+            sent_ahead.add(later)
+            try:
+                send(event)
+            except Suspect as again:
+                set_aside(event, again)
+            except Exception:  # noqa: BLE001 - failing otherwise now: stop at the suspect
+                return False
+            return True
+        return False  # no witness in this chunk: wait as for any failure
+
+    def _decoded(self, line: bytes) -> dict[str, Any] | None:
+        """The event of one record; None (counted and logged when it is not blank) for a torn or corrupt one."""
+        event = decode_record(line)
+        if event is None and line.strip():
+            self.corrupt += 1
+            log.warning("skipping a torn or corrupt record in the lineage spool %s", self.events_path)
+        return event
 
     def _read_or_finish(self, offset: int) -> list[bytes] | None:
         """Under ``spool.lock``: the records from ``offset`` on (about :data:`REPLAY_CHUNK_BYTES`; the last may be

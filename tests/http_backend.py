@@ -5,8 +5,10 @@ Fault modes (issue 11): ``status=500`` (every request fails), ``flap=N`` (every 
 ``hang=True`` (takes the request and never answers until the backend stops), ``reject`` (a predicate on the
 event: those are answered 422 with a Marquez-like body), ``delay`` (seconds before each answer: a slow backend),
 ``jitter`` (up to that many seconds more, at random, so that concurrent requests finish out of order),
-``redirect_to`` (answers 307 to another URL), ``close_each`` (closes the connection after every answer),
-``drop_each`` (the same without a ``Connection: close`` header, as a restarted backend drops idle connections).
+``reject_status`` (what ``reject`` answers: 500 is an event the backend fails on), ``retry_after`` (a
+``Retry-After`` header on every 429/503 answer), ``redirect_to`` (answers 307 to another URL), ``close_each``
+(closes the connection after every answer), ``drop_each`` (the same without a ``Connection: close`` header, as
+a restarted backend drops idle connections).
 A closed port (``free_port()`` with nothing started) is the refusing backend."""
 from __future__ import annotations
 
@@ -33,13 +35,16 @@ class Backend:
     def __init__(self, port: int | None = None, fail_next: int = 0, status: int = 201, *, flap: int = 0,
                  hang: bool = False, reject: Callable[[dict], bool] | None = None, delay: float = 0.0,
                  jitter: float = 0.0, redirect_to: str | None = None, close_each: bool = False,
-                 drop_each: bool = False, redirect_status: int = 307) -> None:
+                 drop_each: bool = False, redirect_status: int = 307, reject_status: int = 422,
+                 retry_after: str | None = None) -> None:
         self.port = port or free_port()
         self.fail_next = fail_next
         self.status = status
         self.flap = flap
         self.hang = hang
         self.reject = reject
+        self.reject_status = reject_status
+        self.retry_after = retry_after
         self.delay = delay
         self.jitter = jitter  # up to this many more seconds, at random: answers overtake each other
         self.redirect_to = redirect_to  # answer 307 to this URL (the event is not recorded as delivered)
@@ -79,7 +84,8 @@ class Backend:
                     elif backend.flap and len(backend.requests) % backend.flap == backend.flap - 1:
                         status = 503
                     if backend.reject is not None and backend.reject(event):
-                        status, answer = 422, b'{"code":422,"message":"eventType: must not be accepted"}'
+                        status = backend.reject_status
+                        answer = b'{"code":%d,"message":"eventType: must not be accepted"}' % status
                     if backend.hang:
                         status = 0  # never answered
                     if backend.redirect_to:
@@ -98,6 +104,8 @@ class Backend:
                 self.send_header("Content-Length", str(len(answer)))
                 if backend.redirect_to:
                     self.send_header("Location", f"{backend.redirect_to}{self.path}")
+                if backend.retry_after is not None and status in (429, 503):
+                    self.send_header("Retry-After", backend.retry_after)
                 if backend.close_each:
                     self.send_header("Connection", "close")
                     self.close_connection = True

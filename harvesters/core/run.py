@@ -265,7 +265,8 @@ def delivery_note(counts: Any, emitter: Any) -> str:
     parts = []
     spool = emitter.spool
     if spool.pending_bytes():  # spooled events a replay during the run did not send
-        parts.append(f"{counts.spooled} events spooled, not delivered (backend unreachable; "
+        why = emitter.delivery_failure or "backend unreachable"
+        parts.append(f"{counts.spooled} events spooled, not delivered ({why}; "
                      f"`lineage-capture replay` or the next run sends them from {spool.directory})")
     if counts.dead_lettered:
         parts.append(f"{counts.dead_lettered} events refused by the backend and set aside "

@@ -515,6 +515,71 @@ def test_a_spooled_event_refused_for_good_is_set_aside_and_the_rest_delivered(re
     assert emitter.spool.pending_bytes() == 0 and not emitter.spool.events_path.exists()
 
 
+POISON_RUN = "01900000-0000-7000-8000-0000000000a2"  # a statement run: its START and COMPLETE
+LAST_RUN = "01900000-0000-7000-8000-0000000000b1"  # the run whose COMPLETE ends the spool
+
+
+@pytest.mark.parametrize("replayer", ["lineage-capture replay", "the next run's emitter"])
+@pytest.mark.parametrize("failing, status, set_aside, stops_at", [
+    # the backend fails (500) on both events of one run and takes the rest: those two are set aside
+    (POISON_RUN, 500, [(POISON_RUN, "START"), (POISON_RUN, "COMPLETE")], None),
+    (POISON_RUN, 501, [(POISON_RUN, "START"), (POISON_RUN, "COMPLETE")], None),
+    # 500 on everything: the backend is broken, not an event: nothing set aside, all still spooled in order
+    ("*", 500, [], 0),
+    # a proxy's 502/503/504 says the backend is down, whatever the event: no witness is sent, nothing set aside
+    (POISON_RUN, 503, [], (POISON_RUN, "START")),
+    # the last event of the spool is the failing run's: no other run's event to tell by (a later replay will)
+    (LAST_RUN, 500, [(LAST_RUN, "START")], (LAST_RUN, "COMPLETE")),
+], ids=["500-one-run", "501-one-run", "500-everything", "503-one-run", "500-last-run"])
+def test_an_event_the_backend_keeps_failing_on_no_longer_blocks_the_spool(replayer, failing, status, set_aside,
+                                                                          stops_at):
+    """Events spooled while the backend was down; it comes back and answers 500 to one run's events (an event
+    Marquez fails on) while it takes the others. Each of them is sent twice, around another run's event that the
+    backend took: then it is set aside with the backend's answer, and the rest arrive once, in order. Before,
+    such an event headed the spool forever and every later event of every later run queued behind it."""
+    port = free_port()
+    settings = conf(f"http://127.0.0.1:{port}")
+    emitter = Emitter.from_config(settings)
+    emitter.emit_batch(tree_records())
+    assert emitter.close().spooled == 12
+    in_order = keys([{"run": {"runId": r.run_id}, "eventType": r.event_type} for r in emitter_order()])
+    left = 0 if stops_at is None else len(in_order) - (in_order.index(stops_at) if stops_at else 0)
+    with Backend(port, reject=lambda e: failing in ("*", e["run"]["runId"]), reject_status=status) as backend:
+        if replayer == "lineage-capture replay":
+            assert replay_main(argv_of(settings)) == (1 if left else 3 if set_aside else 0)
+        else:
+            later = Emitter.from_config(settings)
+            counts = later.close()
+            assert (counts.dead_lettered, counts.dropped) == (len(set_aside), 0)
+            assert later.delivery_failure == (f"the backend answered HTTP {status}" if left else None)
+    delivered = [key for key in in_order[:len(in_order) - left] if key not in set_aside]
+    assert keys(backend.events) == delivered or sorted(keys(backend.events)) == sorted(delivered) and set_aside
+    assert not order_violations(backend.events)
+    letters = emitter.spool.dead_letters()
+    assert [keys([letter["event"]])[0] for letter in letters] == set_aside
+    assert all(letter["status"] == status and "must not be accepted" in letter["answer"] for letter in letters)
+    spooled = emitter.spool.events_path.read_bytes().splitlines(True) if left else []
+    remaining = [decode_record(line) for line in spooled[len(spooled) - left:]]
+    assert keys(remaining) == in_order[len(in_order) - left:]  # still spooled, in order, for a later replay
+
+
+def test_a_backend_asking_to_be_left_alone_is_left_alone(tmp_path):
+    """A 503 with ``Retry-After: 120``: one request, not a retry every few hundred milliseconds; the events wait
+    in the spool, and the emitter does not try again for those 120 s (it does after 30 s otherwise)."""
+    with Backend(status=503, retry_after="120") as backend:
+        emitter = Emitter.from_config(conf(backend.url, **{"transport.retry.total": "5",
+                                                            "transport.retry.backoff_factor": "0.1"}),
+                                      in_flight=1)
+        emitter.emit_batch(tree_records()[:4])
+        assert len(backend.requests) == 1
+        assert emitter.delivery_failure == "the backend asked to be left alone for 120 s"
+        blocked = emitter.delivery._blocked_until - time.monotonic()
+        assert 110 < blocked <= 120
+        emitter.emit_batch(tree_records()[4:])
+        counts = emitter.close()
+    assert len(backend.requests) == 1 and (counts.delivered, counts.spooled) == (0, 12)
+
+
 def test_spool_dir_under_a_regular_file(tmp_path, caplog):
     """The file transport needs no spool: no traceback, nothing lost. An http backend that is down: one clear
     line, the events counted as lost."""
@@ -569,6 +634,9 @@ def reference_keys(tmp_path: Path, log: Path) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("fault, code, note", [
     ({"port_closed": True}, 3, "events spooled, not delivered (backend unreachable"),
+    ({"status": 500}, 3, "events spooled, not delivered (the backend answered HTTP 500"),
+    ({"status": 503, "retry_after": "600"}, 3,
+     "events spooled, not delivered (the backend asked to be left alone for 600 s"),
     ({"reject": "first child COMPLETE"}, 3, "1 events refused by the backend and set aside"),
     ({}, 0, "state saved to"),
 ])

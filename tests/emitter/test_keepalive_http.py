@@ -6,6 +6,7 @@ delivery's coroutines use."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
 
@@ -197,3 +198,65 @@ def test_gzip_body_is_the_event():
         transport.close()
     assert json.loads(gzip.decompress(body)) == EVENT and headers["Content-Encoding"] == "gzip"
     assert backend.requests[0]["encoding"] == "gzip" and backend.events == [EVENT]
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("backend_kwargs,requests_seen,slept,asked,words", [
+    # asks for longer than is waited for here: no retry, the delivery leaves the backend alone that long
+    ({"status": 503, "retry_after": "120"}, 1, (0.0, 1.0), 120.0,
+     "answered HTTP 503 Service Unavailable asking to be left alone for 120 s (Retry-After)"),
+    ({"status": 429, "retry_after": "3600"}, 1, (0.0, 1.0), 3600.0, "asking to be left alone for 3600 s"),
+    # a short Retry-After is waited for, also on a 429 (retried only when the backend says when)
+    ({"fail_next": 1, "retry_after": "1"}, 2, (0.9, 3.0), None, None),
+    ({"status": 429, "retry_after": "1"}, 3, (1.9, 4.0), None, "429 Too Many Requests"),  # then transient
+    # a date in the past is no wait; an unreadable header is no request to wait (backoff 0 here)
+    ({"fail_next": 2, "retry_after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 3, (0.0, 1.0), None, None),
+    ({"fail_next": 2, "retry_after": "soon"}, 3, (0.0, 1.0), None, None),
+    ({"status": 500}, 3, (0.0, 1.0), None, "answered HTTP 500 Internal Server Error (3 attempts)"),
+], ids=["503-120s", "429-1h", "503-1s-then-ok", "429-1s", "past-date", "garbage", "500"])
+def test_retry_after_is_honoured_up_to_a_few_seconds(how, backend_kwargs, requests_seen, slept, asked, words):
+    """A backend that says when to come back (``Retry-After`` on 429/503) is not asked again sooner; one that
+    asks for minutes is not waited for in the sending thread (a harvest would stall), but left alone by the
+    delivery that long: the failure carries the seconds."""
+    import time
+
+    with Backend(**backend_kwargs) as backend:
+        transport = create_transport({"type": "http", "url": backend.url, "retry": FAST_RETRY}, announce=False)
+        started = time.monotonic()
+        try:
+            send(transport, how)
+            error = None
+        except Exception as raised:  # noqa: BLE001 - what it raised is the subject
+            error = raised
+        elapsed = time.monotonic() - started
+        transport.close()
+    assert len(backend.requests) == requests_seen
+    assert slept[0] <= elapsed < slept[1]
+    if words is None:
+        assert error is None and len(backend.events) == 1
+        return
+    assert error is not None and rejection(error) is None  # a failure for now: spooled
+    assert getattr(error, "retry_after", None) == asked
+    assert str(error) == f"{backend.url} {words}" or words in str(error)
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("case,words", [
+    ("closed-port", "Connection refused (3 attempts)"),
+    ("hanging", "no answer within 0.5 s (1 attempt)"),
+])
+def test_a_failure_for_now_says_what_happened_in_words(how, case, words):
+    """urllib3's ``MaxRetryError: None: Max retries exceeded ... (Caused by ...)`` and an empty ``TimeoutError``
+    said nothing a user could act on."""
+    with contextlib.ExitStack() as stack:
+        if case == "hanging":
+            url = stack.enter_context(Backend(hang=True)).url
+        else:
+            url = f"http://127.0.0.1:{free_port()}"
+        transport = create_transport({"type": "http", "url": url, "timeout": 0.5, "retry": FAST_RETRY},
+                                     announce=False)
+        with pytest.raises(Exception) as raised:
+            send(transport, how)
+        transport.close()
+    message = str(raised.value)
+    assert words in message and "None" not in message and "Max retries" not in message, message

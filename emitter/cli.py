@@ -161,6 +161,7 @@ def _list_dead_letters(spool: Any) -> None:
 def _send(prog: str, spool: Any, transport_config: dict[str, Any], dead_letters: bool) -> int:
     """Replay one spool (or re-send its dead letters) through the transport; its exit code."""
     from emitter.delivery import Delivery, rejection
+    from emitter.spool import describe_destination
     from emitter.transport import create_transport
 
     transport = create_transport(transport_config)
@@ -174,7 +175,8 @@ def _send(prog: str, spool: Any, transport_config: dict[str, Any], dead_letters:
         transport.close()
     pending, dead = spool.pending_bytes(), len(spool.dead_letters())
     counts = delivery.counts
-    print(f"replayed {counts.replayed} events to {_where(spool.destination or {})}; {pending} bytes still "
+    sent_to = _where(describe_destination(transport_config))  # (--to-configured: not the recorded one)
+    print(f"replayed {counts.replayed} events to {sent_to}; {pending} bytes still "
           f"spooled in {spool.events_path}"
           + (f" ({delivery.failure or 'backend unreachable'})" if pending else "")
           + (f"; {spool.corrupt} torn or corrupt records skipped" if spool.corrupt else "")

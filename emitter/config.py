@@ -34,8 +34,8 @@ DEFAULT_EVENTS_FILE = "openlineage-events.jsonl"
 #: A value is (python key, converter); the converter turns the Java form into the Python form.
 JAVA_TO_PYTHON_KEYS: dict[str, dict[str, tuple[str, Any]]] = {
     "http": {
-        "timeoutInMillis": ("timeout", lambda ms: float(ms) / 1000.0),  # Java: ms, Python: seconds
-        "timeout": ("timeout", float),
+        "timeoutInMillis": ("timeout", lambda ms: _positive_seconds(ms, 1000.0)),  # Java: ms, Python: seconds
+        "timeout": ("timeout", lambda seconds: _positive_seconds(seconds, 1.0)),
         "headers": ("custom_headers", dict),
         "urlParams": ("url_params", dict),  # not supported by openlineage-python: reported as unknown
     },
@@ -69,6 +69,16 @@ class EmitterConfig:
     spool_dir: Path
     spool_max_bytes: int
     disabled: bool = False
+
+
+def _positive_seconds(value: Any, per_second: float) -> float:
+    """A timeout in seconds from ``value`` units (``per_second`` of them a second). 0 would make every socket
+    non-blocking (each request failing at once) and a negative one is refused by the socket module: both are
+    configuration errors, said here rather than as every event spooled."""
+    seconds = float(value) / per_second
+    if not 0 < seconds < float("inf"):  # NaN fails this too
+        raise ValueError(f"must be a positive number, not {value!r}")
+    return seconds
 
 
 def state_dir() -> Path:

@@ -125,13 +125,14 @@ class Record:
 
 
 TIME = "an ISO 8601 time with its UTC offset"
+COUNT = "a whole number, 0 or more"  # a position or a count: a negative one would re-read or skip silently
 _JOB = Fixed((str, str))  # [namespace, name]
 _RUN = Opt(Fixed((str, str, str)))  # [namespace, name, run id]
 #: An open task run (:meth:`harvesters.core.tasks.TaskRun.to_json`).
 OPEN_RUN = Record(
     {"job": _JOB, "run_id": str, "host": str, "session": str, "start": TIME, "last_end": TIME, "parent": _RUN,
      "root": _RUN, "parent_id": Opt(str), "inputs": ListOf(Fixed((str, str))), "outputs": ListOf(Fixed((str, str))),
-     "temps": MapOf(ListOf(str)), "children": int, "started": bool,
+     "temps": MapOf(ListOf(str)), "children": COUNT, "started": bool,
      "modules": MapOf(Record({"job": _JOB, "run_id": str, "start": TIME, "last_end": TIME, "failed": bool,
                               "caller": _RUN}, required=("job", "run_id", "start", "last_end")))},
     required=("job", "run_id", "host", "session", "start", "last_end"))
@@ -142,9 +143,9 @@ STATE_SCHEMA = Record({
     "open_runs": ListOf(OPEN_RUN),
     # SQL Server: XML files' positions, the live event_file position or ring buffer watermark, the activities
     # whose containers are still to come, the errors still waiting for their statement
-    "files": MapOf(Record({"offset": int, "head_len": int, "head": str}, required=("offset",))),
-    "event_file": Record({"file": Opt(str), "offset": Opt(int), "partial_file": Opt(str),
-                          "partial_offset": Opt(int), "done": int}),
+    "files": MapOf(Record({"offset": COUNT, "head_len": COUNT, "head": str}, required=("offset",))),
+    "event_file": Record({"file": Opt(str), "offset": Opt(COUNT), "partial_file": Opt(str),
+                          "partial_offset": Opt(COUNT), "done": COUNT}),
     "ring_buffer": Record({"time": Opt(TIME), "keys": ListOf(str)}),
     "covered_activities": ListOf(str),
     "pending_errors": ListOf(Fixed((str, TIME, str))),
@@ -168,8 +169,8 @@ def _is_time(value: Any) -> bool:
 
 
 def _describe(schema: Any) -> str:
-    if schema is TIME:
-        return TIME
+    if schema is TIME or schema is COUNT:
+        return str(schema)
     if isinstance(schema, Opt):
         return f"{_describe(schema.schema)} or null"
     if isinstance(schema, (ListOf, Fixed)):
@@ -193,6 +194,8 @@ def _problem(value: Any, schema: Any, where: str) -> str | None:
         return None if _is_time(value) else wrong
     if schema is int:
         return None if _is_int(value) else wrong
+    if schema is COUNT:
+        return None if _is_int(value) and value >= 0 else wrong
     if schema in (str, bool):
         return None if type(value) is schema else wrong
     if isinstance(schema, (ListOf, Fixed)):
@@ -297,6 +300,15 @@ class Checkpoint:
 # ---- lock ----------------------------------------------------------------------------------------------
 
 
+def _file_among_parents(path: Path) -> Path | None:
+    """The nearest parent directory of ``path`` that exists as something else (``--state`` under a regular
+    file: mkdir says only "File exists"), else None."""
+    for parent in path.parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
 class HarvestLock:
     """An exclusive, non-blocking lock on ``{state}.lock`` (filelock: flock on POSIX, msvcrt on Windows), released
     when the process ends at the latest. The holder's pid is written beside it (``{state}.lock.pid``, not in the
@@ -322,7 +334,9 @@ class HarvestLock:
                 holder = "?"
             raise LockBusy(f"another harvest (pid {holder}) holds {self.path}") from None
         except OSError as error:  # a file where the directory should be, a read-only or full disk
-            raise StateError(f"cannot lock the state next to {self.path}: {error.strerror or error}") from None
+            blocker = _file_among_parents(self.path)
+            reason = f"{blocker} is a file, not a directory" if blocker else error.strerror or error
+            raise StateError(f"cannot lock the state next to {self.path}: {reason}") from None
         try:
             self.pid_path.write_text(str(os.getpid()), encoding="utf-8")
         except OSError as error:

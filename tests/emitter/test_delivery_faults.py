@@ -330,6 +330,7 @@ def test_replay_sends_to_the_recorded_destination_and_refuses_another(tmp_path, 
     assert "--to-configured" in capsys.readouterr().err and not other.exists()
     with Backend(port) as backend:
         assert replay_main([]) == 0  # nothing configured: the recorded destination, not the default file
+    assert capsys.readouterr().out.startswith(f"replayed 12 events to http http://127.0.0.1:{port};")
     assert keys(backend.events) == keys([{"run": {"runId": r.run_id}, "eventType": r.event_type}
                                          for r in emitter_order()])
     default_file = isolated_lineage_env / "openlineage-events.jsonl"
@@ -340,6 +341,7 @@ def test_replay_sends_to_the_recorded_destination_and_refuses_another(tmp_path, 
     emitter.close()
     assert replay_main([*file_conf, "--to-configured"]) == 0
     assert len(other.read_text().splitlines()) == 12
+    assert capsys.readouterr().out.startswith(f"replayed 12 events to file {other};")  # where they went
 
 
 def test_api_key_is_never_written_to_the_spool(isolated_lineage_env):

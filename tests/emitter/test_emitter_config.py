@@ -101,6 +101,13 @@ UNUSABLE = [  # (id, settings, the error names)
      "transport.timeoutInMillis cannot be used"),
     ("timeout_not_a_number", {"transport.type": "http", "transport.url": "http://h:1", "transport.timeout": "x"},
      "transport.timeout cannot be used"),
+    ("timeout_in_millis_zero", {"transport.type": "http", "transport.url": "http://h:1",
+                                "transport.timeoutInMillis": "0"},
+     "transport.timeoutInMillis cannot be used: must be a positive number, not '0'"),
+    ("timeout_negative", {"transport.type": "http", "transport.url": "http://h:1", "transport.timeout": "-5"},
+     "transport.timeout cannot be used: must be a positive number, not '-5'"),
+    ("timeout_nan", {"transport.type": "http", "transport.url": "http://h:1", "transport.timeout": "nan"},
+     "transport.timeout cannot be used: must be a positive number, not 'nan'"),
     ("spool_max_bytes_not_a_number", {"spool.maxBytes": "abc"}, "spool.maxBytes must be a whole number of bytes"),
     ("spool_max_bytes_negative", {"spool.maxBytes": "-1"}, "spool.maxBytes must be above 0, not -1"),
 ]

@@ -460,8 +460,11 @@ def test_dry_run_into_a_reader_that_stops_early_keeps_nothing(tmp_path):
     assert not [p for p in spool.rglob("*") if p.is_file()] and not (tmp_path / "state-dir").exists()
 
 
-@pytest.mark.parametrize("where", ["under-a-file", "read-only"])
-def test_an_unusable_state_directory_is_a_usage_error(tmp_path, capsys, where):
+@pytest.mark.parametrize("where, reason", [
+    ("under-a-file", "afile is a file, not a directory"),  # mkdir said only "File exists"
+    ("read-only", "Read-only file system"),
+])
+def test_an_unusable_state_directory_is_a_usage_error(tmp_path, capsys, where, reason):
     log = write_log(tmp_path / "log.xml", [GOOD])
     if where == "under-a-file":
         (tmp_path / "afile").write_text("")
@@ -478,6 +481,7 @@ def test_an_unusable_state_directory_is_a_usage_error(tmp_path, capsys, where):
     err = capsys.readouterr().err
     assert (code, events) == (2, [])
     assert err.startswith("harvest sqlserver: cannot lock the state next to") and "Traceback" not in err
+    assert err.strip().endswith(reason), err
 
 
 def test_a_state_that_cannot_be_written_keeps_the_old_one_and_says_so(tmp_path, capsys):

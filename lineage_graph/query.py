@@ -36,8 +36,12 @@ class Node:
         return f"Node(kind={self.kind!r}, id={self.id!r}, key={self.key!r})"
 
 
+#: Jobs shown by ``show`` (:meth:`derive.Graph.visible_jobs`): those that ran, and those known only as the parent
+#: of jobs (an Airflow task named by its Spark application's parent facet). Leaving the latter out made the
+#: prefix match answer ``history dag.task`` with the history of ``dag.task.child``.
 _JOB_SQL = ("SELECT id, coalesce(effective_namespace, namespace) || '/' || coalesce(fqn, name) FROM jobs j "
-            "WHERE EXISTS (SELECT 1 FROM job_current c WHERE c.job_id = j.id) AND ")
+            "WHERE (EXISTS (SELECT 1 FROM job_current c WHERE c.job_id = j.id) "
+            "OR EXISTS (SELECT 1 FROM jobs k WHERE k.parent_id = j.id)) AND ")
 
 
 def resolve(conn: sqlite3.Connection, text: str) -> Node:

@@ -234,6 +234,8 @@ def dag_factory(graph: Graph, dag: TaskDag, *, dag_id: str = "lineage_dag",
 
 def history_text(key: str, versions: list[dict]) -> str:
     """Versions of a job and what changed between them."""
+    if not versions:  # a job known only from its children's parent facets
+        return f"{key}: no runs of its own (known as the parent of the jobs under it in `graph show`)\n"
     lines = [f"{key}: {len(versions)} versions"]
     for v in versions:
         flag = "  (lineage unknown)" if v["lineage_unknown"] else ""

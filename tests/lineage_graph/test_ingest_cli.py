@@ -391,3 +391,22 @@ def test_jobs_whose_parents_form_a_cycle_are_still_shown(isolated_lineage_env, c
     assert out.endswith("3 jobs, 2 datasets\n") and "in a parent cycle]" in out
     assert sorted(line.split("  [")[0].strip().rsplit(".", 1)[-1].split("/")[-1] for line in out.splitlines()
                   if "  [" in line) == ["A", "B", "C"]
+
+
+@pytest.mark.parametrize("argv,code,out", [
+    # the Airflow task is known only from its Spark application's parent facet: its own history is that it has none
+    (["history", "dag.task"], 0, "airflow/dag.task: no runs of its own (known as the parent of the jobs under it "
+                                 "in `graph show`)\n"),
+    (["history", "airflow/dag.task"], 0, "airflow/dag.task: no runs of its own (known as the parent of the jobs "
+                                         "under it in `graph show`)\n"),
+    (["history", "dag.task.app"], 0, "airflow/dag.task.app: 1 versions\nv1  since 2024-01-01T00:01:00.000Z  1 runs\n"
+                                     "    -> db/x\n"),
+    (["upstream", "dag.task"], 0, "upstream of job airflow/dag.task\n0 nodes\n"),
+])
+def test_a_parent_known_only_from_parent_facets_is_a_job_of_its_own(isolated_lineage_env, capsys, argv, code, out):
+    """Before, ``history dag.task`` answered with the history of its child (the prefix match was the only match:
+    a job without runs was not looked up), and ``airflow/dag.task`` was not found (exit 2)."""
+    write(isolated_lineage_env / "openlineage-events.jsonl",
+          [E(1, "app-run", "app", outputs=["x"], parent=("dag.task", "task-run", "airflow"))])
+    rc, printed, _ = cli(capsys, "graph", *argv)
+    assert (rc, printed) == (code, out)

@@ -80,6 +80,10 @@ class DialectRules:
     # Words sqlglot's parser rejects after `CREATE [OR REPLACE]` that change nothing for lineage: word -> the
     # words it may stand before. They are dropped from the tokens before parsing.
     ignored_create_words: dict[str, frozenset[str]] = attrs.field(factory=dict)
+    # CREATE clauses (their words, then a parenthesised group) sqlglot's parser reads only at the end of the statement:
+    # moved there before parsing (Snowflake `USING TEMPLATE (<query>)` took the properties written after it for
+    # part of its query, and the statement failed).
+    clauses_last: tuple[tuple[str, ...], ...] = ()
     # Rewrites a batch's text before it is tokenized (forms the tokenizer or parser cannot read at all).
     text_fix: Callable[[str], str] | None = None
     # Object kinds whose CREATE/DROP has no run-level lineage, when sqlglot does not model the statement.
@@ -247,7 +251,11 @@ DIALECTS: dict[str, DialectRules] = {
             "EVENT": frozenset({"TABLE"}),
             "DYNAMIC": frozenset({"TABLE"}),  # (DROP DYNAMIC / EXTERNAL TABLE failed; CREATE read them already)
             "EXTERNAL": frozenset({"TABLE"}),
+            # a RECURSIVE view's body may read the view itself: the engine reads the word in the text (_create_words)
+            "RECURSIVE": frozenset({"VIEW"}),
+            "SECURE": frozenset({"RECURSIVE"}),  # (SECURE only hides the view's text)
         },
+        clauses_last=(("USING", "TEMPLATE"),),
         # Objects that hold no rows of their own or run only later (a TASK's or PIPE's statement is logged
         # when it runs; a STREAM is an offset on its table): their definitions have no lineage.
         definition_objects=_DEFINITIONS

@@ -159,6 +159,11 @@ _CONTROL_WORDS = frozenset({
 _KEYWORD_NAMES = {"EXEC": "EXECUTE", "DESC": "DESCRIBE"}
 # CREATE/DROP kinds whose target is a dataset (others: FUNCTION, PROCEDURE, INDEX, SCHEMA, STAGE, ...).
 _DATASET_KINDS = frozenset({"TABLE", "VIEW", "EXTERNAL TABLE", "MATERIALIZED VIEW", "DYNAMIC TABLE"})
+# ... of them, those holding rows of their own (not a view's query)
+_TABLE_KINDS = frozenset({"TABLE", "EXTERNAL TABLE", "DYNAMIC TABLE"})
+# How far before a created object's name its CREATE keyword is looked for (see _Analyzer._create_words).
+_CREATE_HEAD_CHARS = 200
+_CREATE_WORD = re.compile(r"\bCREATE\b", re.IGNORECASE)
 _QUERIES = (exp.Select, exp.SetOperation, exp.Subquery, exp.Values)
 # Subtrees whose tables are not read: foreign-key REFERENCES targets.
 _PRUNE = (exp.Reference,)
@@ -265,6 +270,8 @@ class _Analyzer:
         spans: list[tuple[int, int]] = []
         if self.rules.ignored_create_words:
             tokens = _drop_create_words(tokens, self.rules.ignored_create_words)
+        if self.rules.clauses_last:
+            tokens = _clauses_last(tokens, self.rules.clauses_last, text)
         if self.rules.commands_end_at_new_statements:  # (first: the token fix reads what a command swallowed)
             tokens = _reopen_swallowed(tokens, self.dialect)
         if self.rules.token_fix and (self.rules.token_fix_when is None or self.rules.token_fix_when.search(text)):
@@ -538,12 +545,35 @@ class _Analyzer:
         temporary = self.rules.temporary_properties
         if name and properties and any(isinstance(p, temporary) for p in properties.expressions):
             name = self._as_temp(name)
-        # IF NOT EXISTS may leave an existing table (and its rows) in place: not "created by this text".
-        mode = _WRITE if node.args.get("exists") and not node.args.get("replace") else _CREATE
+        words = self._create_words(target)
+        # IF NOT EXISTS may leave an existing table (and its rows) in place: not "created by this text"; so does
+        # Snowflake's CREATE OR ALTER TABLE (it changes the columns, keeps the rows; sqlglot reads it as OR REPLACE).
+        altered = kind in _TABLE_KINDS and words[:2] == ["OR", "ALTER"]
+        mode = _WRITE if node.args.get("exists") and not node.args.get("replace") or altered else _CREATE
         # ClickHouse `CREATE MATERIALIZED VIEW mv TO t AS SELECT ...`: the view's rows are written into t
         to_tables = [p.this for p in properties.expressions if isinstance(p, exp.ToTableProperty)] if properties else []
         writes = [(name, mode), *((t, _WRITE) for t in to_tables)]
-        self._lineage(f"CREATE {kind}", [node], writes, [target, *to_tables])
+        # a RECURSIVE view's body reads the view itself (its rows so far), which is no input
+        own = self._tables_named(node.args.get("expression"), name) if name and "RECURSIVE" in words else []
+        self._lineage(f"CREATE {kind}", [node], writes, [target, *to_tables, *own])
+
+    def _create_words(self, target: exp.Expr) -> list[str]:
+        """The words between CREATE and the created object's name in the text, upper-cased (`OR ALTER`,
+        `OR REPLACE RECURSIVE VIEW`): sqlglot's tree keeps neither OR ALTER (read as OR REPLACE) nor RECURSIVE (a word
+        dropped before parsing, see DialectRules.ignored_create_words). Looked for just before the name."""
+        identifier = target.find(exp.Identifier)
+        start = identifier.meta.get("start") if identifier is not None else None
+        if not isinstance(start, int) or not 0 < start <= len(self.text):
+            return []
+        head = self.text[max(0, start - _CREATE_HEAD_CHARS) : start]
+        creates = list(_CREATE_WORD.finditer(head))
+        return [w.upper() for w in _WORDS.findall(head, creates[-1].end())] if creates else []
+
+    def _tables_named(self, scope: exp.Expr | None, name: _Name) -> list[exp.Table]:
+        """The table references under `scope` that name the table `name`."""
+        if scope is None:
+            return []
+        return [t for t in scope.find_all(exp.Table) if (n := self._name(t)) is not None and n.key == name.key]
 
     def _drop(self, node: exp.Drop) -> None:
         kind = str(node.args.get("kind") or "").upper()
@@ -596,8 +626,9 @@ class _Analyzer:
     def _use(self, node: exp.Use) -> None:
         self.types["USE"] = None
         kind = str(node.args.get("kind") or "").upper()
-        table = node.this
-        if kind not in ("", "DATABASE", "SCHEMA", "CATALOG") or not isinstance(table, exp.Table):
+        # (Snowflake USE DATABASE IDENTIFIER('d') names the database by a string)
+        table = self._identified(node.this) if isinstance(node.this, exp.Table) else None
+        if kind not in ("", "DATABASE", "SCHEMA", "CATALOG") or table is None:
             return  # USE ROLE / WAREHOUSE / SECONDARY ROLES
         parts = [self._ident(p) for p in table.parts if isinstance(p, exp.Identifier)]
         if len(parts) >= 2:
@@ -749,7 +780,13 @@ class _Analyzer:
 
     def _alter_command(self, text: str) -> None:
         """ALTER [ICEBERG|DYNAMIC|EXTERNAL] TABLE t <clause sqlglot does not model>: t is written; EXCHANGE ...
-        WITH TABLE s reads s; T-SQL's SWITCH [PARTITION n] TO s moves t's rows into s: t is read, s written."""
+        WITH TABLE s reads s; T-SQL's SWITCH [PARTITION n] TO s moves t's rows into s: t is read, s written. RENAME TO
+        b (of those tables, or of a MATERIALIZED VIEW): b holds t's rows, as sqlglot's ALTER TABLE|VIEW ... RENAME."""
+        if (renamed := _ALTER_RENAME.fullmatch(text)) is not None:
+            kind = "MATERIALIZED VIEW" if renamed.group(1).upper().startswith("MATERIALIZED") else "TABLE"
+            old, new = self._to_table(renamed.group(2)), self._to_table(renamed.group(3))
+            self._lineage(f"ALTER {kind}", [old], [(new, _WRITE)])
+            return
         try:
             tokens = self.dialect.tokenize(text)
         except SqlglotError:
@@ -835,15 +872,8 @@ class _Analyzer:
         """The dataset name of a table reference, or None for table functions, variables and stages."""
         if not isinstance(table, exp.Table):
             return None
-        if isinstance(table.this, exp.DynamicIdentifier):  # Snowflake IDENTIFIER('db.schema.t')
-            literal = table.this.this
-            if not (isinstance(literal, exp.Literal) and literal.is_string):
-                return None
-            resolved = self._to_table(literal.name)
-            if resolved is None or isinstance(resolved.this, exp.DynamicIdentifier):
-                return None
-            table = resolved
-        elif not isinstance(table.this, (exp.Identifier, exp.Dot)):
+        table = self._identified(table)
+        if table is None or not isinstance(table.this, (exp.Identifier, exp.Dot)):
             return None
         parts = table.parts
         if not parts or not all(isinstance(p, exp.Identifier) for p in parts):
@@ -872,6 +902,17 @@ class _Analyzer:
         if temp:
             written = self.temp_aliases.get(key, written)
         return _Name(display, key, written, temp)
+
+    def _identified(self, table: exp.Table) -> exp.Table | None:
+        """The table a Snowflake `IDENTIFIER('db.schema.t')` names, None when it holds no string (`IDENTIFIER($t)`:
+        known only at run time); any other table is itself."""
+        if not isinstance(table.this, exp.DynamicIdentifier):
+            return table
+        literal = table.this.this
+        if not (isinstance(literal, exp.Literal) and literal.is_string):
+            return None
+        resolved = self._to_table(literal.name)
+        return None if resolved is None or isinstance(resolved.this, exp.DynamicIdentifier) else resolved
 
     def _ident(self, identifier: exp.Expr) -> str:
         text = identifier.name
@@ -1234,6 +1275,9 @@ _RENAME_NAME = r"(?:`[^`]*`|\"[^\"]*\"|\[[^\]]*\]|[^\s,;`\"\[])+"
 _RENAME_PAIR = re.compile(rf"({_RENAME_NAME})\s+(?:TO|AS)\s+({_RENAME_NAME})", re.IGNORECASE)
 _RENAME_TABLES = re.compile(rf"\s*TABLES?\s+((?:{_RENAME_PAIR.pattern})(?:\s*,\s*{_RENAME_PAIR.pattern})*)\s*;?\s*",
                             re.IGNORECASE)
+# `ALTER <kind> [IF EXISTS] a RENAME TO b` for the kinds sqlglot keeps as an opaque command (the text after ALTER).
+_ALTER_RENAME = re.compile(rf"\s*((?:ICEBERG|DYNAMIC|EXTERNAL)\s+TABLE|MATERIALIZED\s+VIEW)\s+(?:IF\s+EXISTS\s+)?"
+                           rf"({_RENAME_NAME})\s+RENAME\s+TO\s+({_RENAME_NAME})\s*;?\s*", re.IGNORECASE)
 # Redshift UNLOAD's query: a literal in parentheses, its quotes doubled or backslash-escaped.
 _UNLOAD = re.compile(r"\s*\(\s*'((?:[^'\\]|''|\\.)*)'\s*\)", re.DOTALL)
 
@@ -1364,6 +1408,28 @@ def _drop_create_words(tokens: list[Token], ignored: dict[str, frozenset[str]]) 
             drop.add(at)
             at += 1
     return [t for i, t in enumerate(tokens) if i not in drop] if drop else tokens
+
+
+def _clauses_last(tokens: list[Token], clauses: tuple[tuple[str, ...], ...], text: str) -> list[Token]:
+    """Tokens with each of the `clauses` (its words, then a parenthesised group) moved to the end of its statement,
+    before the `;` (`CREATE TABLE t USING TEMPLATE (<query>) COMMENT = 'x'` -> `CREATE TABLE t COMMENT = 'x' USING
+    TEMPLATE (<query>)`); see DialectRules.clauses_last. Tokens keep their positions in the text."""
+    upper = text.upper()
+    for words in clauses:
+        if words[-1] not in upper:
+            continue
+        size, i = len(words), 0
+        while i + size < len(tokens):
+            if tokens[i].text.upper() != words[0] or [t.text.upper() for t in tokens[i : i + size]] != list(words) \
+                    or tokens[i + size].token_type != TokenType.L_PAREN:
+                i += 1
+                continue
+            after = skip_group(tokens, i + size)
+            end = next((j for j in range(after, len(tokens)) if tokens[j].token_type == TokenType.SEMICOLON),
+                       len(tokens))
+            tokens = [*tokens[:i], *tokens[after:end], *tokens[i:after], *tokens[end:]]
+            i = end
+    return tokens
 
 
 def _strip_quotes(name: str) -> str:

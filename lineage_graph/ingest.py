@@ -40,6 +40,9 @@ _PATH_SCHEMES = frozenset({
     "file", "s3", "s3a", "s3n", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss", "wasb", "wasbs", "adl", "dbfs",
     "oss", "cos", "obs", "swift", "webhdfs", "local",
 })
+# Object stores (a key, not a path, names an object: no leading `/`), with each scheme's canonical spelling.
+_OBJECT_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "abfs": "abfss", "abfss": "abfss",
+                  "wasb": "wasbs", "wasbs": "wasbs"}
 # eventTimes whose instant every time zone can show (datetime's years 1-9999): a time past them would break every
 # read command that shows times.
 _T_MIN = datetime(1, 1, 2, tzinfo=timezone.utc).timestamp()
@@ -120,10 +123,15 @@ def _instant(dt: datetime) -> float | None:
 def normalize_dataset(namespace: str, name: str) -> tuple[str, str] | None:
     """A dataset's identity in the graph, or None for storage private to a job.
 
-    In a file system's or object store's namespace a path is one dataset however it ends: trailing ``key=value``
-    folders of a table's partitions are trimmed (``/data/sales/dt=2024-01-01`` -> ``/data/sales``), and so is a
-    trailing ``/`` (``/data/x/`` is ``/data/x``). SQL Server temporary tables (last name part starting with ``#``)
-    are private to their session and not datasets."""
+    In a file system's or object store's namespace a path is one dataset however it is spelled: the namespace is
+    ``scheme://authority`` and the rest of the path is the name, as OpenLineage's naming spells it (producers that
+    put folders into the namespace, ``s3://bucket/a`` + ``b``, name the dataset ``s3://bucket`` + ``a/b`` writes;
+    see :func:`_path_in_name`); trailing ``key=value`` folders of a table's partitions are trimmed
+    (``/data/sales/dt=2024-01-01`` -> ``/data/sales``), and so is a trailing ``/`` (``/data/x/`` is ``/data/x``).
+    SQL Server temporary tables (last name part starting with ``#``) are private to their session and not
+    datasets."""
+    if "://" in namespace and namespace.split(":", 1)[0].lower() in _PATH_SCHEMES:
+        namespace, name = _path_in_name(namespace, name)
     if "/" in name and namespace.split(":", 1)[0].lower() in _PATH_SCHEMES:
         trimmed = (_PARTITION_TAIL.sub("", name) if "=" in name else name).rstrip("/")
         if trimmed:
@@ -131,6 +139,21 @@ def normalize_dataset(namespace: str, name: str) -> tuple[str, str] | None:
     if name.rsplit(".", 1)[-1].startswith("#"):
         return None
     return namespace, name
+
+
+def _path_in_name(namespace: str, name: str) -> tuple[str, str]:
+    """``scheme://authority/folders`` + ``name`` -> ``scheme://authority`` + the whole path, as the JVM
+    integration and the OpenLineage naming spec write it: an object store's key without a leading ``/`` and its
+    scheme's canonical spelling (``s3a``/``s3n`` -> ``s3``, ``abfs`` -> ``abfss``, ``wasb`` -> ``wasbs``), any
+    other file system's path with one."""
+    scheme, _, rest = namespace.partition("://")
+    authority, _, folders = rest.partition("/")
+    scheme = scheme.lower()
+    canonical = _OBJECT_STORES.get(scheme)
+    path = "/".join(part for part in (folders.strip("/"), name.strip("/")) if part)
+    if canonical is not None:
+        return f"{canonical}://{authority}", path or name
+    return f"{scheme}://{authority}", f"/{path}" if path else name
 
 
 def _str(obj: dict, key: str, where: str) -> str:

@@ -53,7 +53,18 @@ CURRENT = [
     pytest.param([E(1, "r1", "a", outputs=["y"]), E(5, "r2", "a", "START", inputs=["q"])],
                  {"a": ([], ["y"], "START", 1, False)}, id="run-in-progress-makes-no-version"),
     pytest.param([E(1, "r1", "a", inputs=[("/t/dt=2024-01-01/h=1", "s3://b")], outputs=["#tmp", "y"])],
-                 {"a": (["/t"], ["y"], "COMPLETE", 1, False)}, id="partitions-one-dataset-temp-table-none"),
+                 {"a": (["t"], ["y"], "COMPLETE", 1, False)}, id="partitions-one-dataset-temp-table-none"),
+    # one object or path, however a producer split it between namespace and name: OpenLineage's naming (the JVM
+    # integration's) is scheme://authority + the path, an object store's key without its leading slash
+    pytest.param([E(1, "r1", "a", outputs=[("a/b", "s3://bucket")]),
+                  E(2, "r2", "b", inputs=[("b", "s3://bucket/a")], outputs=[("/a/c/", "s3a://bucket")]),
+                  E(3, "r3", "c", inputs=[("c", "s3://bucket/a/")], outputs=[("x", "hdfs://nn:8020/data")]),
+                  E(4, "r4", "d", inputs=[("/data/x", "hdfs://nn:8020")], outputs=[("q", "abfs://c@s.dfs/p")]),
+                  E(5, "r5", "e", inputs=[("p/q", "abfss://c@s.dfs")], outputs=[("t", "kafka://k:9092/x")])],
+                 {"a": ([], ["a/b"], "COMPLETE", 1, False), "b": (["a/b"], ["a/c"], "COMPLETE", 1, False),
+                  "c": (["a/c"], ["/data/x"], "COMPLETE", 1, False), "d": (["/data/x"], ["p/q"], "COMPLETE", 1, False),
+                  "e": (["p/q"], ["t"], "COMPLETE", 1, False)},
+                 id="path-split-between-namespace-and-name-is-one-dataset"),
     pytest.param([E(1, "r1", "a", inputs=[("topic/x=1", "kafka://broker:9092"), ("/v1/items?page=2", "http://api")],
                     outputs=[("/data/report/dt=1", "file"), ("db.s.t/k=v", "postgres://h:5432")])],
                  {"a": (["/v1/items?page=2", "topic/x=1"], ["/data/report", "db.s.t/k=v"], "COMPLETE", 1, False)},
@@ -69,6 +80,18 @@ CURRENT = [
 def test_current_graph(db, events, expected):
     db(events)
     assert current(db.conn) == expected
+
+
+def test_a_path_is_one_dataset_however_its_producer_split_it(db):
+    """Spark's JVM integration writes ``s3://bucket`` + ``a/b``; other producers ``s3://bucket/a`` + ``b``, ``s3a``
+    or a leading slash: one node, so the jobs on either side are linked (they were two nodes, both drawn as
+    ``s3://bucket/a/b``, and ``upstream`` could not tell which was meant)."""
+    db([E(1, "r1", "a", outputs=[("a/b", "s3://bucket")]), E(2, "r2", "b", inputs=[("b", "s3a://bucket/a/")]),
+        E(3, "r3", "c", inputs=[("/a/b", "s3://bucket")])])
+    g = derive.load_graph(db.conn)
+    assert sorted(g.datasets.values()) == [("s3://bucket", "a/b")]
+    dag = derive.task_dag(g, "task")
+    assert sorted((g.jobs[a].fqn, g.jobs[b].fqn) for a, b in dag.edges) == [("a", "b"), ("a", "c")]
 
 
 def test_facets_merged_last_by_event_time_wins(db):

@@ -24,7 +24,7 @@ from sqlglot.tokens import Token, TokenType
 
 from harvesters.sql.dialects import DIALECTS, DialectRules, rules_for, split_batches
 from harvesters.sql.prepared import PreparedCall, prepared_call
-from harvesters.sql.retokenize import string_tokens
+from harvesters.sql.retokenize import command_string, string_tokens
 from harvesters.sql.tsql import KINDS_BEFORE_IF, skip_group, skip_name
 
 __all__ = ["MAX_NESTING", "MAX_SQL_BYTES", "TableLineage", "table_lineage"]
@@ -273,7 +273,7 @@ class _Analyzer:
         if self.rules.clauses_last:
             tokens = _clauses_last(tokens, self.rules.clauses_last, text)
         if self.rules.commands_end_at_new_statements:  # (first: the token fix reads what a command swallowed)
-            tokens = _reopen_swallowed(tokens, self.dialect)
+            tokens = _reopen_swallowed(tokens, self.dialect, text)
         if self.rules.token_fix and (self.rules.token_fix_when is None or self.rules.token_fix_when.search(text)):
             tokens, spans = self.rules.token_fix(tokens)
         for piece, command in _opaque_pieces(tokens, self.rules.opaque_commands):
@@ -1123,7 +1123,7 @@ def _segments(tokens: list[Token]) -> Iterator[list[Token]]:
     chunk: list[Token] = []
     depth = 0
     ctes_only = False  # the chunk is `WITH name AS (...) [, ...]` so far: the statement they belong to comes next
-    for token in tokens:
+    for index, token in enumerate(tokens):
         kind = token.token_type
         if kind == TokenType.SEMICOLON:
             if chunk:
@@ -1137,6 +1137,7 @@ def _segments(tokens: list[Token]) -> Iterator[list[Token]]:
             and not ctes_only
             and chunk[-1].token_type not in _CONTINUES
             and chunk[-1].text.upper() not in _CONTINUE_WORDS
+            and not _merge_range(tokens, index)
         ):
             yield chunk
             chunk = []
@@ -1206,7 +1207,8 @@ def _opaque_pieces(tokens: list[Token], words: frozenset[str]) -> Iterator[tuple
 
 # Words that open a statement of their own on a new line after an opaque command (see _command_end); ALTER and
 # DROP only before the kind of object they change (`ALTER TABLE t` then `ALTER COLUMN c ...` is one statement).
-_COMMAND_ENDS = _STARTS | {TokenType.SELECT, TokenType.SET, TokenType.BEGIN}
+# COMMIT / ROLLBACK too: an `ALTER PARTITION FUNCTION ...` (an opaque command) took the COMMIT of the next line.
+_COMMAND_ENDS = _STARTS | {TokenType.SELECT, TokenType.SET, TokenType.BEGIN, TokenType.COMMIT, TokenType.ROLLBACK}
 _OBJECT_KINDS = frozenset({"TABLE", "VIEW", "INDEX", "PROC", "PROCEDURE", "FUNCTION", "TRIGGER", "SCHEMA",
                            "SYNONYM", "TYPE", "SEQUENCE", "STATISTICS", "DATABASE"})
 
@@ -1226,8 +1228,8 @@ def _command_end(chunk: list[Token]) -> int:
                                                     and not _ends_with_all(chunk, index - 1)):
             continue
         word, after = token.text.upper(), chunk[index + 1] if index + 1 < len(chunk) else None
-        if token.token_type == TokenType.MERGE and after is not None and after.text.upper() == "RANGE":
-            continue  # ALTER PARTITION FUNCTION f () MERGE RANGE (...)
+        if _merge_range(chunk, index):
+            continue
         if token.token_type in _COMMAND_ENDS:
             return index
         if word in ("IF", "WHILE") and previous.text.upper() not in KINDS_BEFORE_IF \
@@ -1238,6 +1240,13 @@ def _command_end(chunk: list[Token]) -> int:
         if token.token_type == TokenType.WITH and _opens_cte(chunk, index):
             return index
     return 0
+
+
+def _merge_range(tokens: list[Token], at: int) -> bool:
+    """Whether ``tokens[at]`` is the MERGE of `ALTER PARTITION FUNCTION f () MERGE RANGE (value)`, which opens no
+    statement (a MERGE's target may be a table named range, never followed by a parenthesis)."""
+    return tokens[at].token_type == TokenType.MERGE and at + 2 < len(tokens) \
+        and tokens[at + 1].text.upper() == "RANGE" and tokens[at + 2].token_type == TokenType.L_PAREN
 
 
 def _ends_with_all(tokens: list[Token], at: int) -> bool:
@@ -1287,7 +1296,7 @@ _UNLOAD = re.compile(r"\s*\(\s*'((?:[^'\\]|''|\\.)*)'\s*\)", re.DOTALL)
 _SWALLOWING = frozenset({TokenType.COMMAND, TokenType.END, TokenType.FETCH})
 
 
-def _reopen_swallowed(tokens: list[Token], dialect: Dialect) -> list[Token]:
+def _reopen_swallowed(tokens: list[Token], dialect: Dialect, text: str) -> list[Token]:
     """The tokenizer reads the rest of a statement after a command word (`PRINT`, `UPDATE STATISTICS`, and in T-SQL
     an `END` that opens a statement, after `;`) as one string, up to the next `;`: where that string runs over a
     line opening a new statement (see _command_end), keep its part before that line as the command's string and
@@ -1303,11 +1312,12 @@ def _reopen_swallowed(tokens: list[Token], dialect: Dialect) -> list[Token]:
                 or token.token_type != TokenType.STRING or ("\n" not in token.text and not after_end)):
             out.append(token)
             continue
+        token = command_string(token, previous, text)
         inner = string_tokens(token, dialect.tokenize)
         if inner is None:
             out.append(token)
             continue
-        base = token.end - len(token.text) + 1  # (a string token's start, end and line are its last character's)
+        base = token.end - len(token.text) + 1  # (a string token's end and line are its last character's)
         first_line = token.line - token.text.count("\n")
         cut = 0 if after_end else _command_end([previous, *inner]) - 1  # (the command word leads: index 0)
         if cut < 0 or (cut == 0 and not after_end):

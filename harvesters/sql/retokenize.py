@@ -32,11 +32,27 @@ def string_tokens(token: Token, tokenize: Callable[[str], list[Token]], prefix: 
         inner = tokenize(prefix + token.text)[1 if prefix else 0 :]
     except SqlglotError:
         return None
-    # sqlglot gives a string token the start, end and line of its last character
+    # (the string token ends at its last character and has its line: a command's string placed by command_string)
     base = token.end - len(token.text) + 1 - len(prefix)
     first_line = token.line - token.text.count("\n")
     return [Token(t.token_type, t.text, t.line + first_line - 1, t.col, t.start + base, t.end + base, t.comments)
             for t in inner]
+
+
+def command_string(token: Token, command: Token, text: str) -> Token:
+    """The string the tokenizer read after the ``command`` word (``PRINT ...`` up to the next ``;``), ending at its
+    last character in ``text`` and with that character's line, as :func:`string_tokens` reads a string token: the
+    tokenizer strips the string's text but ends the token, and counts its line, where its scan stopped, after the
+    whitespace it stripped (a batch's last newline, a ``\\r\\n``). Tokens read again from it were placed that many
+    characters late, and the parser slices the text by their places: ``DECLARE`` came out as 'ECLARE ', an ``OUTPUT
+    ... INTO dbo.log`` target as 'bo.log'."""
+    end = token.end
+    if end >= len(text):
+        return token
+    while end > command.end and text[end].isspace():
+        end -= 1
+    line = command.line + text.count("\n", command.end + 1, end + 1)
+    return Token(token.token_type, token.text, line, token.col, token.start, end, token.comments)
 
 
 def string_tokens_of(dialect: str) -> Callable[[Token], list[Token]]:

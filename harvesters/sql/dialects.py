@@ -115,6 +115,9 @@ class DialectRules:
     partition_decorator: bool = False
     # `USE DATABASE x` names a schema (Hive, Spark, Databricks: DATABASE and SCHEMA are synonyms).
     database_is_schema: bool = False
+    # `ALTER TABLE s.t RENAME TO t2` leaves t2 in s (Postgres, Redshift, Vertica, Spark, Hive, BigQuery: a rename
+    # cannot move a table); elsewhere (Snowflake, MySQL) an unqualified new name is taken in the current schema.
+    rename_keeps_schema: bool = False
 
 
 # Where a separator line is not one: inside a string literal, a comment or a quoted name (one pass of C regex).
@@ -216,6 +219,7 @@ def _spark(sqlglot_name: str, **rules: Any) -> DialectRules:
         sqlglot=sqlglot_name,
         path_formats=_SPARK_FILE_FORMATS,
         database_is_schema=True,
+        rename_keeps_schema=True,
         pseudo_tables=frozenset({"identifier"}),
         token_fix=name_tokens(sqlglot_name),  # IDENTIFIER('db.t') names a table: see identifier_clause.py
         token_fix_when=re.compile(r"\bIDENTIFIER\s*\(", re.IGNORECASE),
@@ -265,12 +269,14 @@ DIALECTS: dict[str, DialectRules] = {
             r"snowflake\.[^.]+\.[^.]+",  # the shared SNOWFLAKE database: ACCOUNT_USAGE, ORGANIZATION_USAGE, ...
         ),
     ),
-    "postgres": DialectRules("postgres", sqlglot="postgres"),
+    "postgres": DialectRules("postgres", sqlglot="postgres", rename_keeps_schema=True),
     # Redshift SQL written by SQL Server-minded tools uses [bracketed] names, which only tsql reads.
-    "redshift": DialectRules("redshift", sqlglot="redshift", fallbacks=("tsql",), hash_names_are_temp=True),
+    "redshift": DialectRules("redshift", sqlglot="redshift", fallbacks=("tsql",), hash_names_are_temp=True,
+                             rename_keeps_schema=True),
     "vertica": DialectRules(
         "vertica",
         sqlglot="postgres",
+        rename_keeps_schema=True,
         # SELECT SWAP_PARTITIONS_BETWEEN_TABLES('staging', min, max, 'target') moves staging -> target.
         table_functions={"SWAP_PARTITIONS_BETWEEN_TABLES": ((0,), (3,))},
     ),
@@ -283,13 +289,14 @@ DIALECTS: dict[str, DialectRules] = {
     "spark": _spark("spark", name="spark"),
     "spark2": _spark("spark2", name="spark2"),
     "databricks": _spark("databricks", name="databricks", use_target="schema"),
-    "hive": DialectRules("hive", sqlglot="hive", database_is_schema=True),
+    "hive": DialectRules("hive", sqlglot="hive", database_is_schema=True, rename_keeps_schema=True),
     "mysql": DialectRules("mysql", sqlglot="mysql"),
     "bigquery": DialectRules(
         "bigquery",
         sqlglot="bigquery",
         use_target="schema",
         partition_decorator=True,
+        rename_keeps_schema=True,
         # CREATE PROCEDURE p() BEGIN ... END: the body runs when called; a script's blocks, IF, loops run now
         token_fix=flatten_blocks("bigquery", declare_sections=False),
         token_fix_when=re.compile(r"\b(?:BEGIN|IF|LOOP|WHILE|REPEAT|FOR)\b", re.IGNORECASE),

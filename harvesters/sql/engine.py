@@ -593,13 +593,25 @@ class _Analyzer:
         renames = [a.this for a in actions if isinstance(a, exp.AlterRename)]
         swaps = [a.this for a in actions if isinstance(a, exp.SwapTable)]
         if renames:  # ALTER TABLE a RENAME TO b: b holds a's rows
-            self._lineage(f"ALTER {kind}", [node.this], [(t, _WRITE) for t in renames])
+            self._lineage(f"ALTER {kind}", [node.this], [(self._renamed(node.this, t), _WRITE) for t in renames])
         elif swaps:  # Snowflake ALTER TABLE a SWAP WITH b: each holds the other's rows afterwards
             tables = [node.this, *swaps]
             self._lineage(f"ALTER {kind}", tables, [(t, _WRITE) for t in tables])
         else:  # ALTER VIEW v [(c1, ...)] AS <query>: the view's new query is read
             queries = [a for a in actions if isinstance(a, exp.Query)]
             self._lineage(f"ALTER {kind}", queries, [(_unwrap_schema(node.this), _WRITE)])
+
+    def _renamed(self, old: exp.Expr | None, new: exp.Expr | None) -> exp.Expr | None:
+        """The table ``ALTER ... old RENAME TO new`` makes: where a rename keeps the schema
+        (DialectRules.rename_keeps_schema), an unqualified ``new`` takes ``old``'s schema and database."""
+        if not (self.rules.rename_keeps_schema and isinstance(old, exp.Table) and isinstance(new, exp.Table)) \
+                or new.args.get("db") or not old.args.get("db"):
+            return new
+        qualified = new.copy()
+        qualified.set("db", old.args["db"].copy())
+        if old.args.get("catalog"):
+            qualified.set("catalog", old.args["catalog"].copy())
+        return qualified
 
     def _copy(self, node: exp.Copy) -> None:
         loading = bool(node.args.get("kind"))  # COPY INTO t FROM ...; False: COPY t TO ...
@@ -785,7 +797,7 @@ class _Analyzer:
         if (renamed := _ALTER_RENAME.fullmatch(text)) is not None:
             kind = "MATERIALIZED VIEW" if renamed.group(1).upper().startswith("MATERIALIZED") else "TABLE"
             old, new = self._to_table(renamed.group(2)), self._to_table(renamed.group(3))
-            self._lineage(f"ALTER {kind}", [old], [(new, _WRITE)])
+            self._lineage(f"ALTER {kind}", [old], [(self._renamed(old, new), _WRITE)])
             return
         try:
             tokens = self.dialect.tokenize(text)

@@ -101,13 +101,34 @@ def parse_time(value: object) -> float:
     if not isinstance(value, str):
         raise BadEvent("eventTime must be an ISO 8601 string")
     try:
-        dt = datetime.fromisoformat(value)
+        dt: datetime | None = datetime.fromisoformat(value)
     except ValueError:
-        raise BadEvent(f"eventTime is not an ISO 8601 time: {value[:40]!r}") from None
+        dt = _rfc3339(value)
+    if dt is None:
+        raise BadEvent(f"eventTime is not an ISO 8601 time: {value[:40]!r}")
     t = _instant(dt)
     if t is None:
         raise BadEvent(f"eventTime is out of range (years 1-9999 in every time zone): {value[:40]!r}")
     return t
+
+
+def _rfc3339(value: str) -> datetime | None:
+    """RFC 3339 times Python's ISO 8601 parser refuses (the spec's eventTime is RFC 3339): a lower-case ``t``/``z``
+    and a leap second (``23:59:60``, taken as the second's last microsecond: its order among events is kept)."""
+    text = value.strip()
+    if len(text) < 19 or text[10] not in "Tt ":
+        return None
+    text = text[:10] + "T" + text[11:]
+    if text.endswith("z"):
+        text = text[:-1] + "Z"
+    leap = text[17:19] == "60"
+    if leap:
+        text = text[:17] + "59" + text[19:]
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return dt.replace(microsecond=999999) if leap else dt
 
 
 def _instant(dt: datetime) -> float | None:

@@ -410,3 +410,18 @@ def test_a_parent_known_only_from_parent_facets_is_a_job_of_its_own(isolated_lin
           [E(1, "app-run", "app", outputs=["x"], parent=("dag.task", "task-run", "airflow"))])
     rc, printed, _ = cli(capsys, "graph", *argv)
     assert (rc, printed) == (code, out)
+
+
+@pytest.mark.parametrize("event_time, latest", [
+    ("2024-01-01t00:01:00z", "2024-01-01T00:01:00.000Z"),  # RFC 3339 allows lower-case t and z
+    ("2024-01-01T00:01:00z", "2024-01-01T00:01:00.000Z"),
+    ("2024-12-31T23:59:60Z", "2024-12-31T23:59:59.999Z"),  # a leap second: its order among events kept
+    ("2024-12-31T23:59:60.5+01:00", "2024-12-31T22:59:59.999Z"),
+])
+def test_rfc3339_event_times_python_refuses_are_read(tmp_path, capsys, event_time, latest):
+    """The spec's eventTime is an RFC 3339 date-time; these were bad lines ("not an ISO 8601 time")."""
+    f = write(tmp_path / "e.jsonl", [{**E(1, "r", "a"), "eventTime": event_time}])
+    code, rep = ingest_json(capsys, f)
+    assert (code, rep["new_events"], rep["bad_count"]) == (0, 1, 0)
+    _, out, _ = cli(capsys, "graph", "show", "--json")
+    assert [job["latest_time"] for job in json.loads(out)["jobs"]] == [latest]

@@ -31,7 +31,7 @@ from urllib.parse import urljoin, urlsplit
 
 import orjson
 
-from emitter.delivery import REPOSTED_REDIRECTS, RETRY_AFTER_WAIT_S
+from emitter.delivery import REPOSTED_REDIRECTS, RETRY_AFTER_WAIT_S, TRANSIENT_4XX
 
 
 class PostRefused(Exception):
@@ -222,9 +222,11 @@ def keepalive_http_transport() -> type:
                 raise _Redirected()
             if 300 <= status < 400:  # a client follows 301/302/303 with a GET: the event would never arrive there
                 raise PostRefused(status, reason, text or f"a {status} redirect: configure the URL it names")
-            if not retry.is_retry("POST", status, has_retry_after=asked is not None):
-                raise PostRefused(status, reason, text)
             answered = f"{self.url} answered HTTP {status} {reason}".rstrip()
+            if not retry.is_retry("POST", status, has_retry_after=asked is not None):
+                if retry.history and (status >= 500 or status in TRANSIENT_4XX):  # (a 429 retried while it said
+                    raise PostFailed(f"{answered} ({_attempts(retry)})", status, text)  # when: now used up)
+                raise PostRefused(status, reason, text)
             response = HTTPResponse(body=b"", status=status, preload_content=False,
                                     headers={"Retry-After": asked} if asked is not None else None)
             wait = _asked_wait(retry, response)

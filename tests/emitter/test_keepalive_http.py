@@ -208,7 +208,7 @@ def test_gzip_body_is_the_event():
     ({"status": 429, "retry_after": "3600"}, 1, (0.0, 1.0), 3600.0, "asking to be left alone for 3600 s"),
     # a short Retry-After is waited for, also on a 429 (retried only when the backend says when)
     ({"fail_next": 1, "retry_after": "1"}, 2, (0.9, 3.0), None, None),
-    ({"status": 429, "retry_after": "1"}, 3, (1.9, 4.0), None, "429 Too Many Requests"),  # then transient
+    ({"status": 429, "retry_after": "1"}, 3, (1.9, 4.0), None, "answered HTTP 429 Too Many Requests (3 attempts)"),
     # a date in the past is no wait; an unreadable header is no request to wait (backoff 0 here)
     ({"fail_next": 2, "retry_after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 3, (0.0, 1.0), None, None),
     ({"fail_next": 2, "retry_after": "soon"}, 3, (0.0, 1.0), None, None),

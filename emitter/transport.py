@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import attr
 import orjson
@@ -259,6 +260,7 @@ def create_transport(transport: Mapping[str, Any] | None, announce: bool = True,
     if announce:
         for key in unknown_transport_keys(transport):
             log.warning("unknown key %r in the %s transport configuration: ignored", key, transport.get("type"))
+        _warn_two_credentials(transport)
     if str(transport.get("type")).lower() == "http":
         transport = _no_read_retries(transport)
         if direct_target(dict(transport)) is None:  # the stock requests path: make its session cheaper
@@ -273,6 +275,20 @@ def create_transport(transport: Mapping[str, Any] | None, announce: bool = True,
     if transport.get("type") == "file" and announce and announce_file:
         _announce_file(str(transport.get("log_file_path")), announce_file if callable(announce_file) else _stderr)
     return built
+
+
+def _warn_two_credentials(transport: Mapping[str, Any]) -> None:
+    """An http URL holding ``user:password@`` beside an ``auth`` setting: openlineage-python's requests then sends
+    the URL's Basic credentials and drops the token without a word (the backend answers 401 to every event)."""
+    auth = transport.get("auth")
+    auth_type = str(auth.get("type", "")).lower() if isinstance(auth, Mapping) else ""
+    url = transport.get("url")
+    if str(transport.get("type")).lower() != "http" or not auth_type or not isinstance(url, str):
+        return
+    if "@" in urlsplit(url).netloc:
+        log.warning("the http transport's url holds credentials and transport.auth (%s) is set too: the url's "
+                    "user and password are sent (HTTP Basic) and the %s is not; remove one of them",
+                    auth_type, "api key" if auth_type == "api_key" else "token")
 
 
 def _announce_file(path: str, say: Callable[[str], None]) -> None:

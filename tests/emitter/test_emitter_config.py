@@ -160,3 +160,23 @@ def test_an_unknown_transport_type_is_named_with_the_known_ones(tmp_path, monkey
     named = r"unknown OpenLineage transport type 'bogus': one of .*\bhttp\b.*module\.Class"
     with pytest.raises(ValueError, match=named):
         Emitter.from_config({"transport.type": "bogus"})
+
+
+@pytest.mark.parametrize("url, auth, warned", [
+    ("http://user:pw@marquez:5000", {"type": "api_key", "apiKey": "k3y"}, True),  # the key was dropped silently
+    ("http://user:pw@marquez:5000", None, False),
+    ("http://marquez:5000", {"type": "api_key", "apiKey": "k3y"}, False),
+], ids=["both", "url-only", "key-only"])
+def test_credentials_in_the_url_beside_an_auth_setting_are_warned_about(tmp_path, monkeypatch, caplog, url, auth,
+                                                                        warned):
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", str(tmp_path / "none.yml"))
+    settings = {"transport.type": "http", "transport.url": url}
+    if auth is not None:
+        settings |= {f"transport.auth.{k}": v for k, v in auth.items()}
+    with caplog.at_level(logging.WARNING):
+        Emitter.from_config(settings).close()
+    said = [r.getMessage() for r in caplog.records if "holds credentials" in r.getMessage()]
+    assert said == ([("the http transport's url holds credentials and transport.auth (api_key) is set too: the url's "
+                      "user and password are sent (HTTP Basic) and the api key is not; remove one of them")]
+                    if warned else [])
+    assert "k3y" not in caplog.text and "pw@" not in caplog.text

@@ -75,32 +75,42 @@ def rejection(error: BaseException) -> tuple[int, str] | None:
     """(status, answer) when ``error`` is the backend's final refusal of an event (an HTTP 4xx other than
     408/429, or a redirect that a POST cannot follow: 3xx but 307/308; read from the ``response`` that requests'
     and httpx's errors carry), else None."""
-    response = getattr(error, "response", None)
-    status = getattr(response, "status_code", None)
-    if not isinstance(status, int) or not 300 <= status < 500 or status in TRANSIENT_4XX | REPOSTED_REDIRECTS:
+    status = _status(error)
+    if status is None or not 300 <= status < 500 or status in TRANSIENT_4XX | REPOSTED_REDIRECTS:
         return None
+    return status, _answer_text(error)
+
+
+def _status(error: BaseException) -> int | None:
+    """The HTTP status of the answer a transport's error carries (requests', httpx's and our own errors hold it in
+    ``response.status_code``), else None."""
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _answer_text(error: BaseException) -> str:
+    """The body of the answer a transport's error carries, "" when it has none or it cannot be read."""
     try:
-        answer = str(response.text)  # type: ignore[union-attr]
+        return str(error.response.text)  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001 - an unreadable body must not hide the status
-        answer = ""
-    return status, answer
+        return ""
 
 
 def server_error(error: BaseException) -> int | None:
     """The status of a server error that may be the event's own doing (a 5xx but 502/503/504), else None."""
-    status = getattr(getattr(error, "response", None), "status_code", None)
-    if isinstance(status, int) and 500 <= status < 600 and status not in UNAVAILABLE_5XX:
+    status = _status(error)
+    if status is not None and 500 <= status < 600 and status not in UNAVAILABLE_5XX:
         return status
     return None
 
 
 def failure_reason(error: BaseException) -> str:
     """Why a delivery failed for now, for a summary line: the backend's answer, else that it was unreachable."""
-    status = getattr(getattr(error, "response", None), "status_code", None)
+    status = _status(error)
     asked = getattr(error, "retry_after", None)
     if isinstance(asked, (int, float)):
         return f"the backend asked to be left alone for {asked:g} s"
-    if isinstance(status, int):
+    if status is not None:
         return f"the backend answered HTTP {status}"
     return "backend unreachable"
 
@@ -366,11 +376,7 @@ class Delivery:
         """A spooled event the backend failed on twice while it accepted the one behind it: a dead letter."""
         self._replay_failure = None
         status = server_error(suspect.error) or 500
-        try:
-            answer = str(suspect.error.response.text)  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - an unreadable body must not hide the status
-            answer = ""
-        self._dead_letter(event, status, answer or str(suspect.error),
+        self._dead_letter(event, status, _answer_text(suspect.error) or str(suspect.error),
                           why="again and again while it accepted the next one")
 
     # ---- parallel mode -----------------------------------------------------------------------------------

@@ -151,9 +151,10 @@ def normalize_dataset(namespace: str, name: str) -> tuple[str, str] | None:
     (``/data/sales/dt=2024-01-01`` -> ``/data/sales``), and so is a trailing ``/`` (``/data/x/`` is ``/data/x``).
     SQL Server temporary tables (last name part starting with ``#``) are private to their session and not
     datasets."""
-    if "://" in namespace and namespace.split(":", 1)[0].lower() in _PATH_SCHEMES:
+    in_paths = namespace.split(":", 1)[0].lower() in _PATH_SCHEMES  # (_path_in_name keeps the scheme a path one)
+    if in_paths and "://" in namespace:
         namespace, name = _path_in_name(namespace, name)
-    if "/" in name and namespace.split(":", 1)[0].lower() in _PATH_SCHEMES:
+    if in_paths and "/" in name:
         trimmed = (_PARTITION_TAIL.sub("", name) if "=" in name else name).rstrip("/")
         if trimmed:
             name = trimmed

@@ -38,10 +38,12 @@ class Node:
 
 #: Jobs shown by ``show`` (:meth:`derive.Graph.visible_jobs`): those that ran, and those known only as the parent
 #: of jobs (an Airflow task named by its Spark application's parent facet). Leaving the latter out made the
-#: prefix match answer ``history dag.task`` with the history of ``dag.task.child``.
+#: prefix match answer ``history dag.task`` with the history of ``dag.task.child``. The parents are one list
+#: subquery, read once (a correlated EXISTS over jobs.parent_id, which has no index, scanned every job for each
+#: job without runs).
 _JOB_SQL = ("SELECT id, coalesce(effective_namespace, namespace) || '/' || coalesce(fqn, name) FROM jobs j "
             "WHERE (EXISTS (SELECT 1 FROM job_current c WHERE c.job_id = j.id) "
-            "OR EXISTS (SELECT 1 FROM jobs k WHERE k.parent_id = j.id)) AND ")
+            "OR j.id IN (SELECT parent_id FROM jobs)) AND ")
 
 
 def resolve(conn: sqlite3.Connection, text: str) -> Node:

@@ -20,9 +20,10 @@ from harvesters.sql.scripting import flatten_blocks
 from harvesters.sql.tsql import fix_tokens as _tsql_fix_tokens
 
 CaseRule = Literal["upper", "lower", "as_written"]
-# Rewrites a batch's tokens before parsing; returns the tokens and the source spans of extra write
-# targets it cut out (T-SQL `OUTPUT ... INTO t`).
-TokenFix = Callable[[list[Token]], tuple[list[Token], list[tuple[int, int]]]]
+# Rewrites a batch's tokens, given with the batch's text, before parsing; returns the tokens and the source spans
+# of extra write targets it cut out (T-SQL `OUTPUT ... INTO t`). The text places what a rewrite reads again: the
+# tokenizer ends a command's swallowed string after the whitespace it stripped (see retokenize.command_string).
+TokenFix = Callable[[list[Token], str], tuple[list[Token], list[tuple[int, int]]]]
 UseTarget = Literal["database", "schema"]
 
 # Object kinds whose CREATE/DROP never has run-level lineage, when sqlglot keeps the statement as an opaque

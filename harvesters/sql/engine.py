@@ -275,7 +275,7 @@ class _Analyzer:
         if self.rules.commands_end_at_new_statements:  # (first: the token fix reads what a command swallowed)
             tokens = _reopen_swallowed(tokens, self.dialect, text)
         if self.rules.token_fix and (self.rules.token_fix_when is None or self.rules.token_fix_when.search(text)):
-            tokens, spans = self.rules.token_fix(tokens)
+            tokens, spans = self.rules.token_fix(tokens, text)
         for piece, command in _opaque_pieces(tokens, self.rules.opaque_commands):
             if command:  # BACKUP / DBCC / CHECKPOINT ...: sqlglot misreads these; no lineage
                 self.types[command] = None

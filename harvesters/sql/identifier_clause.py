@@ -20,11 +20,12 @@ from harvesters.sql.retokenize import tokenizer
 _NAME_TOKENS = frozenset({TokenType.VAR, TokenType.IDENTIFIER, TokenType.DOT})
 
 
-def name_tokens(dialect: str) -> Callable[[list[Token]], tuple[list[Token], list]]:
+def name_tokens(dialect: str) -> Callable[[list[Token], str], tuple[list[Token], list]]:
     """A :data:`harvesters.sql.dialects.TokenFix` replacing ``IDENTIFIER('<name>')`` by ``<name>``'s tokens, read
-    with the tokenizer of sqlglot's ``dialect``."""
+    with the tokenizer of sqlglot's ``dialect`` (the batch's text is not needed: the name's tokens take the whole
+    call's place)."""
 
-    def fix(tokens: list[Token]) -> tuple[list[Token], list]:
+    def fix(tokens: list[Token], text: str) -> tuple[list[Token], list]:
         tokenize = tokenizer(dialect)
         out: list[Token] = []
         i, n = 0, len(tokens)

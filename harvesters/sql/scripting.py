@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from sqlglot.tokens import Token, TokenType
 
-from harvesters.sql.retokenize import string_tokens_of
+from harvesters.sql.retokenize import command_string, string_tokens_of
 
 #: Objects whose ``AS`` (an ALERT: its ``THEN``) introduces a scripting body.
 _BODY_OWNERS = frozenset({"PROCEDURE", "FUNCTION", "TASK", "ALERT"})
@@ -28,9 +28,10 @@ _BEGIN_TYPES = frozenset({TokenType.BEGIN, TokenType.COMMAND})
 _TRANSACTION = frozenset({"TRANSACTION", "WORK", "NAME", ";"})
 
 
-def quote_bodies(tokens: list[Token]) -> tuple[list[Token], list[tuple[int, int]]]:
+def quote_bodies(tokens: list[Token], text: str) -> tuple[list[Token], list[tuple[int, int]]]:
     """The batch's tokens with every unquoted scripting body of a CREATE PROCEDURE / FUNCTION / TASK made one
-    string token (a :data:`harvesters.sql.dialects.TokenFix`; it cuts out no write targets)."""
+    string token (a :data:`harvesters.sql.dialects.TokenFix`; it cuts out no write targets, and needs no ``text``:
+    the string spans the body's own tokens)."""
     out: list[Token] = []
     done, n = 0, len(tokens)  # tokens[:done] are in `out` (a batch without a body is returned as it is)
     for i, token in enumerate(tokens):
@@ -121,21 +122,22 @@ _SCRIPT_STATEMENTS = frozenset({"RETURN", "LET", "BREAK", "CONTINUE", "LEAVE", "
 _QUERY_STARTS = frozenset({TokenType.SELECT, TokenType.WITH})
 
 
-def flatten_blocks(dialect: str, declare_sections: bool) -> Callable[[list[Token]], tuple[list[Token], list]]:
+def flatten_blocks(dialect: str, declare_sections: bool) -> Callable[[list[Token], str], tuple[list[Token], list]]:
     """A :data:`harvesters.sql.dialects.TokenFix`: :func:`quote_bodies`, then the statements of the blocks that run
     now read as the text's own (see above). ``declare_sections``: a DECLARE opens a section of declarations that
     ends at BEGIN (Snowflake; in BigQuery DECLARE is one statement)."""
 
     reopen = string_tokens_of(dialect)
 
-    def fix(tokens: list[Token]) -> tuple[list[Token], list]:
-        tokens, _ = quote_bodies(tokens)
-        return _flatten(tokens, reopen, declare_sections), []
+    def fix(tokens: list[Token], text: str) -> tuple[list[Token], list]:
+        tokens, _ = quote_bodies(tokens, text)
+        return _flatten(tokens, text, reopen, declare_sections), []
 
     return fix
 
 
-def _flatten(tokens: list[Token], reopen: Callable[[Token], list[Token]], declare_sections: bool) -> list[Token]:
+def _flatten(tokens: list[Token], text: str, reopen: Callable[[Token], list[Token]],
+             declare_sections: bool) -> list[Token]:
     out: list[Token] = []
     pending = tokens[::-1]  # a stack: a swallowed statement tokenized again goes back on it
     at_start, declaring = True, False
@@ -150,7 +152,10 @@ def _flatten(tokens: list[Token], reopen: Callable[[Token], list[Token]], declar
             continue
         if token.token_type == TokenType.COMMAND and pending and pending[-1].token_type == TokenType.STRING \
                 and word in _REOPENED:
-            pending.extend(reversed(reopen(pending.pop())))  # BigQuery's BEGIN/LOOP/WHILE took their statement
+            # BigQuery's BEGIN/LOOP/WHILE took their statement. Its string ends after the whitespace the tokenizer
+            # stripped (`CREATE ... ;`, a CRLF, the text's end): placed by its last character, or the statement's
+            # tokens land that many characters late and its type reads 'ATE RO' for CREATE ROW ACCESS POLICY
+            pending.extend(reversed(reopen(command_string(pending.pop(), token, text))))
         following = pending[-1].text.upper() if pending else ""
         declaring = declaring and _declares(token)  # (a section ends at BEGIN, or where no name is declared)
         if word == "BEGIN" and following not in _TRANSACTION:

@@ -524,8 +524,10 @@ _BY_KIND = _rules_by_kind(RULES)
 _TRIGGERS = frozenset().union(*(rule.needs for rule in RULES))
 
 
-def fix_tokens(tokens: list[Token]) -> tuple[list[Token], list[tuple[int, int]]]:
-    """Rewrite a T-SQL batch's tokens into a form sqlglot parses, by the rules of :data:`RULES`.
+def fix_tokens(tokens: list[Token], text: str) -> tuple[list[Token], list[tuple[int, int]]]:
+    """Rewrite a T-SQL batch's tokens into a form sqlglot parses, by the rules of :data:`RULES` (a
+    :data:`harvesters.sql.dialects.TokenFix`; the batch's ``text`` is not needed: the engine placed the strings
+    commands swallowed before, see engine._reopen_swallowed).
 
     Returns the new token list and the source spans `(start, end)` (inclusive character offsets) of the
     `OUTPUT ... INTO <table>` targets that were cut out, for the caller to report as outputs.

@@ -183,7 +183,9 @@ def run(args: argparse.Namespace) -> int:
                       f"{report.duplicates} already known, {report.ignored} not run events, "
                       f"{report.bad_count} bad lines"
                       + (f", {report.other_job_events} events with the run id of another job's run (kept as runs of"
-                         " their own)" if report.other_job_events else ""))
+                         " their own)" if report.other_job_events else "")
+                      + (f", {report.merged_datasets} datasets found to be other names of one (joined)"
+                         if report.merged_datasets else ""))
             return _bad_lines(report)
         if cmd == "serve":
             import os

@@ -13,14 +13,22 @@ the merge reads anyway, so recognising a known event costs no lookup of its own.
 from __future__ import annotations
 
 import gc
+import gzip
 import hashlib
+import io
+import itertools
+import json
 import os
 import re
 import sqlite3
+import stat
+import sys
+import zlib
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
+from typing import BinaryIO
 
 import attrs
 import orjson
@@ -33,6 +41,8 @@ TERMINAL = frozenset({"COMPLETE", "ABORT", "FAIL"})
 # The schema's `format: uuid`: the hyphenated form (a hyphenless copy of an id would be another run).
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 # a Hive-style partition folder at the end of a path: `/dt=2024-01-01`, `/region=eu/` (partitions are one dataset)
+# the schemaURL of a JobEvent or DatasetEvent (`.../OpenLineage.json#/$defs/JobEvent`)
+_STATIC_SCHEMA = re.compile(r"(JobEvent|DatasetEvent)/?$")
 _PARTITION_TAIL = re.compile(r"(?:/[^/=]+=[^/]*)+/?$")
 # Namespaces of file systems and object stores, where `key=value` folders are a table's partitions (a Kafka topic,
 # an HTTP path or a database name holding `=` is a name of its own).
@@ -49,6 +59,9 @@ _T_MIN = datetime(1, 1, 2, tzinfo=timezone.utc).timestamp()
 _T_MAX = datetime(9999, 12, 30, tzinfo=timezone.utc).timestamp()
 CHUNK = 8 << 20
 HEAD = 4096
+#: The largest file or stream read as one JSON document (an array, pretty-printed events) rather than as lines.
+_WHOLE_MAX = 256 << 20
+_GZIP = b"\x1f\x8b"
 
 
 @attrs.define
@@ -75,6 +88,7 @@ class IngestReport:
     bad_count: int = 0
     bad: list[BadLine] = attrs.Factory(list)
     other_job_events: int = 0  # events whose run id another job's run has (kept apart: see Ingester)
+    merged_datasets: int = 0  # datasets found to be another's other name (see Ingester._merge)
 
     def add_bad(self, file: str, line: int, reason: str) -> None:
         self.bad_count += 1
@@ -84,7 +98,7 @@ class IngestReport:
     def to_json(self) -> dict:
         return {"files": self.files, "lines": self.lines, "new_events": self.new_events,
                 "duplicates": self.duplicates, "ignored": self.ignored, "bad_count": self.bad_count,
-                "other_job_events": self.other_job_events,
+                "other_job_events": self.other_job_events, "merged_datasets": self.merged_datasets,
                 "bad": [str(b) for b in self.bad]}
 
 
@@ -263,9 +277,9 @@ def parse_event(event: object) -> Event:
         raise BadEvent("not a JSON object")
     run = event.get("run")
     job = event.get("job")
-    if run is None and event.get("eventType") is None and (isinstance(job, dict)
-                                                           or isinstance(event.get("dataset"), dict)):
-        raise NotRunEvent()
+    if run is None and (event.get("eventType") is None or _STATIC_SCHEMA.search(str(event.get("schemaURL", ""))))\
+            and (isinstance(job, dict) or isinstance(event.get("dataset"), dict)):
+        raise NotRunEvent()  # (Marquez's own JobEvent fixture carries an eventType: its schemaURL says what it is)
     if not isinstance(job, dict):
         raise BadEvent("job must be an object" if job is not None else "job is missing")
     if not isinstance(run, dict):
@@ -484,6 +498,9 @@ class Ingester:
         # dataset ids by the (namespace, name) written in events, before normalising (None: not a dataset)
         self.raw_datasets: dict[tuple[str, str], int | None] = {}
         self.pair_ids: dict[tuple[tuple[str, str], ...], tuple[int, ...]] = {}
+        # datasets merged into another (old id -> surviving id), and those whose runs are not rewritten yet
+        self.merged: dict[int, int] = {}
+        self.unsettled: set[int] = set()
         self.jobs: dict[tuple[str, str, str, str], int] = {
             tuple(r[1:]): r[0] for r in conn.execute(
                 "SELECT id, namespace, name, parent_namespace, parent_name FROM jobs")}
@@ -519,15 +536,25 @@ class Ingester:
             raise
 
     def _ingest_file(self, path: Path, missing_ok: bool) -> None:
+        if str(path) == "-":
+            self._ingest_pipe(sys.stdin.buffer, "<stdin>")
+            return
         key = str(path.resolve())
         try:
             st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode):  # a pipe (`/dev/stdin`, `<(zcat f)`): no offset to seek or keep
+                with open(path, "rb") as fh:
+                    self._ingest_pipe(fh, str(path))
+                return
             with open(path, "rb") as fh:
                 head = fh.read(HEAD)
         except FileNotFoundError:
             if missing_ok:
                 return
             raise
+        if head[:2] == _GZIP:
+            self._ingest_gzip(path, key, st, head)
+            return
         self.report.files += 1
         row = self.conn.execute("SELECT dev, inode, size, offset, line, head FROM files WHERE path=?",
                                 (key,)).fetchone()
@@ -548,7 +575,7 @@ class Ingester:
                 first = first[offset:].lstrip()
                 fh.seek(offset)
                 if first[:1] == b"[" or (first[:1] == b"{" and b"\n" in first and not _line_parses(first)):
-                    if self._whole_document(fh, key, st.st_size):
+                    if st.st_size <= _WHOLE_MAX and self._whole_document(fh.read(), key):
                         self._save_offset(key, st, st.st_size, 1, head)
                         return
                     fh.seek(offset)
@@ -576,14 +603,74 @@ class Ingester:
         if row is None or offset == 0:
             self._save_offset(key, st, offset, line, head)
 
-    def _whole_document(self, fh, key: str, size: int) -> bool:
-        if size > 256 << 20:
-            return False
+    def _ingest_gzip(self, path: Path, key: str, st: os.stat_result, head: bytes) -> None:
+        """A gzip file (a rotated log) is read whole, as a stream, unless it is exactly as it was read before
+        (then the events would all be known)."""
+        row = self.conn.execute("SELECT dev, inode, size, offset, head FROM files WHERE path=?", (key,)).fetchone()
+        if row is not None and tuple(row) == (st.st_dev, st.st_ino, st.st_size, st.st_size, head):
+            self.report.files += 1
+            return
         try:
-            doc = orjson.loads(fh.read())
-        except orjson.JSONDecodeError:
+            with gzip.open(path, "rb") as fh:
+                self._ingest_stream(fh, str(path))
+        except (OSError, EOFError, zlib.error) as exc:  # a truncated or damaged archive: what it held so far stays
+            self.report.add_bad(key, 0, f"cannot read to its end: {exc}")
+            return
+        self._save_offset(key, st, st.st_size, 0, head)
+
+    def _ingest_pipe(self, fh: BinaryIO | io.BufferedReader, name: str) -> None:
+        """stdin or a pipe, gzip-compressed or not, read once."""
+        try:
+            if fh.peek(2)[:2] == _GZIP:  # type: ignore[union-attr]  # (both are buffered readers)
+                with gzip.GzipFile(fileobj=fh) as unzipped:
+                    self._ingest_stream(unzipped, name)
+                return
+            self._ingest_stream(fh, name)
+        except (OSError, EOFError, zlib.error) as exc:  # a truncated or damaged stream: what it held so far stays
+            self.report.add_bad(name, 0, f"cannot read to its end: {exc}")
+
+    def _ingest_stream(self, fh: BinaryIO | io.BufferedIOBase, name: str) -> None:
+        """Read a stream once to its end (stdin, a pipe, a decompressed file): JSON lines, or one JSON document
+        or several (an array, pretty-printed events) as in a file. Nothing is kept to resume from: reading it
+        again finds its events known."""
+        self.report.files += 1
+        first = fh.read(1 << 16)
+        if first.startswith(_BOM):
+            first = first[len(_BOM):]
+        start = first.lstrip()
+        if start[:1] == b"[" or (start[:1] == b"{" and b"\n" in start and not _line_parses(start)):
+            data = first + fh.read()
+            if self._whole_document(data, name):
+                return
+            chunks: Iterable[bytes] = (data,)
+        else:
+            chunks = itertools.chain((first,), iter(partial(fh.read, CHUNK), b""))
+        line, rest = 0, b""
+        for chunk in chunks:
+            data = rest + chunk if rest else chunk
+            cut = data.rfind(b"\n") + 1
+            lines, rest = data[:cut].split(b"\n"), data[cut:]
+            lines.pop()  # what follows the last newline is `rest`
+            self._store_lines(lines, line, name)
+            line += len(lines)
+        if rest.strip():
+            self._store_lines([rest], line, name)
+
+    def _store_lines(self, lines: list[bytes], line: int, name: str) -> None:
+        records, bad, ignored, nlines = parse_lines(lines, line)
+        for lineno, reason in bad:
+            self.report.add_bad(name, lineno, reason)
+        self.report.ignored += ignored
+        self.report.lines += nlines
+        self._begin()
+        self._store(records)
+        if self.pending >= COMMIT_EVENTS:
+            self._commit()
+
+    def _whole_document(self, data: bytes, key: str) -> bool:
+        docs = _documents(data)
+        if docs is None:
             return False
-        docs = doc if isinstance(doc, list) else [doc]
         self.report.lines += len(docs)
         records = []
         for i, item in enumerate(docs, 1):
@@ -659,15 +746,57 @@ class Ingester:
         if ds is None:
             return None
         names = [ds, *filter(None, (normalize_dataset(*alias) for alias in pair[2]))] if len(pair) > 2 else [ds]
-        i = next((self.datasets[n] for n in names if n in self.datasets), None)
-        if i is None:
+        known = {self.datasets[n] for n in names if n in self.datasets}
+        if not known:
             i = self.datasets[ds] = self._insert("INSERT INTO datasets (namespace, name) VALUES (?,?)", ds)
+        else:
+            i = min(known)  # the dataset seen first keeps its name
+            if len(known) > 1:  # names first seen apart (a reader by table name, the writer by location)
+                self._merge(known - {i}, i)
         for name in names:
-            if name not in self.datasets:  # a name already known keeps its dataset (two are never merged later)
+            if name not in self.datasets:
                 self.datasets[name] = i
                 self.conn.execute("INSERT INTO dataset_aliases (namespace, name, dataset_id) VALUES (?,?,?)",
                                   (*name, i))
         return i
+
+    def _merge(self, olds: set[int], into: int) -> None:
+        """Datasets an event shows to be one become ``into``: their names become its aliases, and the runs that
+        name them are rewritten by :meth:`_settle_merges` at the end of the batch (the batch's own rows may still
+        hold the old ids). Rare (only where two names of one dataset were first seen in different events), so
+        the in-memory maps are walked whole."""
+        for old in olds:
+            row = self.conn.execute("SELECT namespace, name FROM datasets WHERE id=?", (old,)).fetchone()
+            self.conn.execute("DELETE FROM datasets WHERE id=?", (old,))
+            if row is not None:
+                self.conn.execute("INSERT INTO dataset_aliases (namespace, name, dataset_id) VALUES (?,?,?)",
+                                  (*row, into))
+            self.conn.execute("UPDATE dataset_aliases SET dataset_id=? WHERE dataset_id=?", (into, old))
+            self.merged[old] = into
+        self.unsettled |= olds
+        for name, i in self.datasets.items():
+            if i in olds:
+                self.datasets[name] = into
+        for old, i in self.merged.items():
+            if i in olds:
+                self.merged[old] = into
+        self.raw_datasets.clear()  # both caches may hold the old ids
+        self.pair_ids.clear()
+        self.report.merged_datasets += len(olds)
+
+    def _settle_merges(self, dirty: set[int]) -> None:
+        """Rewrite the stored runs naming a dataset merged since the last call; their jobs become dirty."""
+        olds, self.unsettled = self.unsettled, set()
+        merged = self.merged
+        changed = []
+        for run_id, job_id, inputs, outputs in self.conn.execute(
+                "SELECT run_id, job_id, inputs, outputs FROM runs").fetchall():
+            ins, outs = blob_ids(inputs), blob_ids(outputs)
+            if olds.intersection(ins) or olds.intersection(outs):
+                changed.append((ids_blob({merged.get(d, d) for d in ins}),
+                                ids_blob({merged.get(d, d) for d in outs}), run_id))
+                dirty.add(job_id)
+        self.conn.executemany("UPDATE runs SET inputs=?, outputs=? WHERE run_id=?", changed)
 
     def _insert(self, sql: str, values: tuple) -> int:
         rowid = self.conn.execute(sql, values).lastrowid
@@ -804,15 +933,21 @@ class Ingester:
             job_id = self._job_id(key)
             row[1] = job_id
             dirty.add(job_id)
-            row[15], row[16] = ids_blob(row[15]), ids_blob(row[16])
             row[18] = (row[18] or b"") + b"".join(added)
             rows.append(row)
+        merged = self.merged if self.unsettled else None
+        for row in rows:
+            if merged:  # a dataset of this batch was merged after some of its rows took its id
+                row[15], row[16] = {merged.get(d, d) for d in row[15]}, {merged.get(d, d) for d in row[16]}
+            row[15], row[16] = ids_blob(row[15]), ids_blob(row[16])
         self.report.new_events += new
         self.report.duplicates += dup
         self.pending += new
         if rows:
             self.conn.executemany(f"INSERT OR REPLACE INTO runs ({_RUN_COLS}) VALUES ({','.join('?' * _NCOLS)})",
                                   rows)
+        if self.unsettled:
+            self._settle_merges(dirty)
         if dirty:
             self.conn.executemany("INSERT OR IGNORE INTO dirty_jobs VALUES (?)", [(j,) for j in dirty])
 
@@ -885,6 +1020,32 @@ def read_chunks(path: str, offset: int, line: int) -> Iterator[Chunk]:
 def send_chunks(path: str, offset: str, line: str) -> None:
     """The second process of an ingest (see ``background``): :func:`read_chunks` sent to the ingest process."""
     send(read_chunks(path, int(offset), int(line)), path)
+
+
+_WHITESPACE = re.compile(r"\s*")
+
+
+def _documents(data: bytes) -> list[object] | None:
+    """The events of a file or stream holding one JSON document (an event, or an array of them) or several written
+    one after another (``jq . events.jsonl``, pretty-printed, each over many lines); None when it is not that."""
+    try:
+        doc = orjson.loads(data)
+        return doc if isinstance(doc, list) else [doc]
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    decoder, docs, i = json.JSONDecoder(), [], _WHITESPACE.match(text).end()  # type: ignore[union-attr]
+    while i < len(text):
+        try:
+            doc, i = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            return None
+        docs.extend(doc if isinstance(doc, list) else [doc])
+        i = _WHITESPACE.match(text, i).end()  # type: ignore[union-attr]
+    return docs if len(docs) > 1 else None  # one document orjson refused is not JSON it can read
 
 
 def _line_parses(first: bytes) -> bool:

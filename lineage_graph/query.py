@@ -5,6 +5,7 @@ only the part of the graph it needs, not the whole graph.
 """
 from __future__ import annotations
 
+import re
 import sqlite3
 
 
@@ -51,7 +52,7 @@ def resolve(conn: sqlite3.Connection, text: str) -> Node:
     name; exact match first, then a prefix matching one node only. Raises NodeNotFound."""
     found: dict[tuple[str, int], str] = {}
     # namespace/name split at each '/' (namespaces hold slashes too): exact lookups on the unique index
-    pairs = [(text[:i], text[i + 1:]) for i, c in enumerate(text) if c == "/"]
+    pairs = [(text[:i], text[i + 1:]) for i, c in enumerate(text) if c == "/"] + _uri_pairs(text)
     for ns, name in pairs:
         for (i,) in conn.execute("SELECT id FROM datasets WHERE namespace=? AND name=?", (ns, name)):
             found[("dataset", i)] = f"{ns}/{name}"
@@ -61,6 +62,9 @@ def resolve(conn: sqlite3.Connection, text: str) -> Node:
     if not found:
         for i, ns, name in conn.execute("SELECT id, namespace, name FROM datasets WHERE name = ?", (text,)):
             found[("dataset", i)] = f"{ns}/{name}"
+        for i, key in conn.execute("SELECT d.id, d.namespace || '/' || d.name FROM dataset_aliases a JOIN datasets d "
+                                   "ON d.id = a.dataset_id WHERE a.name = ?", (text,)):
+            found[("dataset", i)] = key  # one of its other names (a table's other location, its table name)
     for i, key in conn.execute(_JOB_SQL + "(coalesce(effective_namespace, namespace) || '/' || coalesce(fqn, name)"
                                " = ? OR fqn = ? OR name = ? OR namespace || '/' || name = ?)",
                                (text, text, text, text)):
@@ -80,6 +84,24 @@ def resolve(conn: sqlite3.Connection, text: str) -> Node:
         (kind, i), key = next(iter(found.items()))
         return Node(kind, i, key)
     raise NodeNotFound(text, sorted(found.values()))
+
+
+_URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(?://([^/]*))?(/.*)")
+
+
+def _uri_pairs(text: str) -> list[tuple[str, str]]:
+    """A path written as a URI (``hdfs://nn:8020/warehouse/t``, ``file:///tmp/x``, ``file:/tmp/x``,
+    ``s3a://bucket/key``) as the graph stores it: namespace ``scheme://authority`` (``file`` without one) and the
+    path, as the ingest normalizes it; [] for anything else."""
+    match = _URI.fullmatch(text)
+    if match is None:
+        return []
+    from .ingest import normalize_dataset  # only for a URI: read commands do not import the ingest otherwise
+
+    scheme, authority, path = match.group(1), match.group(2) or "", match.group(3)
+    pairs = [(scheme, path)] if not authority else []
+    pair = normalize_dataset(f"{scheme}://{authority}", path)
+    return pairs + ([pair] if pair else [])
 
 
 def _like(prefix: str) -> str:

@@ -186,8 +186,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send(503, orjson.dumps({"error": f"lineage database busy ({exc}); retry later"}),
                        headers={"Retry-After": "5"})
             return
+        # `ignored`: JobEvents and DatasetEvents, valid but without a run for the graph (the sender should know)
         self._send(201, orjson.dumps({"received": len(events), "new": report.new_events,
-                                      "duplicates": report.duplicates}))
+                                      "duplicates": report.duplicates, "ignored": report.ignored}))
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         from .html import page

@@ -1,6 +1,7 @@
 """Ingest (incremental, idempotent, bad lines, rotation, the JVM integration's fixtures) and the command line."""
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shlex
@@ -93,11 +94,28 @@ def test_bad_lines_counted_named_and_skipped(tmp_path, capsys):
     assert f"bad line: {f}:2: not JSON" in err
 
 
-def test_job_and_dataset_events_ignored(tmp_path, capsys):
-    f = write(tmp_path / "e.jsonl", [{"eventTime": "2024-01-01T00:00:00Z", "producer": "p", "schemaURL": "s",
-                                      "job": {"namespace": "n", "name": "j"}, "inputs": []}])
+SPEC = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/"
+
+
+@pytest.mark.parametrize("event", [
+    {"eventTime": "2024-01-01T00:00:00Z", "producer": "p", "schemaURL": "s", "job": {"namespace": "n", "name": "j"},
+     "inputs": []},
+    {"eventTime": "2024-01-01T00:00:00Z", "producer": "p", "schemaURL": SPEC + "DatasetEvent",
+     "dataset": {"namespace": "n", "name": "d"}},
+    # Marquez's own JobEvent fixture: an eventType beside the JobEvent schemaURL (it was "run is missing")
+    {"eventTime": "2024-01-01T00:00:00Z", "producer": "p", "schemaURL": SPEC + "JobEvent", "eventType": "COMPLETE",
+     "job": {"namespace": "n", "name": "j"}, "inputs": [], "outputs": []},
+], ids=["job-event", "dataset-event", "job-event-with-an-event-type"])
+def test_job_and_dataset_events_ignored(tmp_path, capsys, event):
+    f = write(tmp_path / "e.jsonl", [event])
     code, rep = ingest_json(capsys, f)
     assert (code, rep["ignored"], rep["bad_count"]) == (0, 1, 0)
+
+
+def test_a_run_event_without_run_is_still_bad(tmp_path, capsys):
+    f = write(tmp_path / "e.jsonl", [{**E(1, "r", "j"), "run": None, "schemaURL": SPEC + "RunEvent"}])
+    code, rep = ingest_json(capsys, f)
+    assert (code, rep["ignored"], rep["bad"]) == (1, 0, [f"{f}:1: run is missing"])
 
 
 def test_jvm_fixtures_as_they_are(tmp_path, capsys):
@@ -348,12 +366,139 @@ def test_symlinks_join_the_names_of_one_dataset(isolated_lineage_env, capsys, ev
     assert sorted((e["from"], e["to"]) for e in data["edges"]) == dag_edges
 
 
+HIVE_T = ("default.t", "hive://metastore:9083")
+WAREHOUSE_T = ("/warehouse/t", "hdfs://nn:8020")
+
+
+def _writes_location_only(ts: int) -> dict:  # the writer's first action (its DROP) names only the location
+    return E(ts, "w0", "app.drop", outputs=[WAREHOUSE_T])
+
+
+def _writes_location_and_table(ts: int) -> dict:
+    return _symlinked(E(ts, "w1", "app.write", outputs=[WAREHOUSE_T]), "outputs", 0, HIVE_T[::-1])
+
+
+# every order of: a reader naming the table, the writer's event naming only its location, the writer's event naming
+# both; one file or one ingest per event (the merge then happens against what the database already holds)
+@pytest.mark.parametrize("order", [(0, 1, 2), (1, 0, 2), (0, 2, 1), (2, 0, 1), (1, 2, 0), (2, 1, 0)])
+@pytest.mark.parametrize("ingests", ["one", "each"])
+def test_names_first_seen_apart_become_one_dataset_whatever_the_order(tmp_path, capsys, order, ingests):
+    events = [E(1, "r", "report", inputs=[HIVE_T]), _writes_location_only(2), _writes_location_and_table(3)]
+    ordered = [events[i] for i in order]
+    files = [write(tmp_path / "all.jsonl", ordered)] if ingests == "one" else \
+        [write(tmp_path / f"{n}.jsonl", [e]) for n, e in enumerate(ordered)]
+    merged = 0
+    for f in files:
+        code, rep = ingest_json(capsys, f)
+        assert code == 0
+        merged += rep["merged_datasets"]
+    rc, out, _ = cli(capsys, "graph", "dag", "--json", "--level", "leaf")
+    assert rc == 0
+    assert sorted((e["from"], e["to"]) for e in json.loads(out)["edges"]) == \
+        [("ns/app.drop", "ns/report"), ("ns/app.write", "ns/report")]
+    # merged only when the reader's and the location's datasets existed before the linking event
+    assert merged == (1 if order.index(2) == 2 else 0)
+    for name in ("hdfs://nn:8020/warehouse/t", "hive://metastore:9083/default.t"):  # either name finds it
+        rc, out, _ = cli(capsys, "graph", "upstream", name, "--json")
+        assert rc == 0, out
+        assert {n["key"] for n in json.loads(out)["nodes"]} >= {"ns/app.drop", "ns/app.write"}
+
+
+# (namespace, name) as a producer wrote it, how a user writes it, the key it is shown by
+@pytest.mark.parametrize(("dataset", "written", "key"), [
+    (("hdfs://nn:8020", "/warehouse/t"), "hdfs://nn:8020/warehouse/t", "hdfs://nn:8020//warehouse/t"),
+    (("hdfs://nn:8020", "/warehouse/t"), "hdfs://nn:8020//warehouse/t", "hdfs://nn:8020//warehouse/t"),
+    (("file", "/tmp/x"), "file:///tmp/x", "file//tmp/x"),
+    (("file", "/tmp/x"), "file:/tmp/x", "file//tmp/x"),
+    (("file", "/tmp/x"), "/tmp/x", "file//tmp/x"),
+    (("s3://bucket", "a/b"), "s3a://bucket/a/b", "s3://bucket/a/b"),
+    (("s3://bucket", "a/b"), "s3://bucket/a/b/", "s3://bucket/a/b"),
+    (("abfss://c@acct.dfs.core.windows.net", "/d/t"), "abfs://c@acct.dfs.core.windows.net/d/t",
+     "abfss://c@acct.dfs.core.windows.net/d/t"),
+])
+def test_a_path_is_found_by_its_uri(isolated_lineage_env, capsys, dataset, written, key):
+    write(isolated_lineage_env / "openlineage-events.jsonl", [E(1, "w", "writer", outputs=[dataset[::-1]])])
+    rc, out, _ = cli(capsys, "graph", "upstream", written, "--json")
+    assert rc == 0, out
+    assert json.loads(out)["start"] == {"kind": "dataset", "key": key}
+
+
+@pytest.mark.parametrize("replace_first", [False, True])
+def test_a_table_moved_to_another_location_is_one_dataset_found_by_either_path(isolated_lineage_env, capsys,
+                                                                              replace_first):
+    # the JVM's CTAS then REPLACE TABLE of one Delta table: two locations, one TABLE symlink
+    ctas = _symlinked(E(1, "c", "app.ctas", outputs=[("/tmp/delta/tbl", "file")]), "outputs", 0,
+                      ("file:/tmp/delta", "default.tbl"))
+    replace = _symlinked(E(2, "r", "app.replace", outputs=[("/tmp/delta/v2", "file")]), "outputs", 0,
+                         ("file:/tmp/delta", "default.tbl"))
+    write(isolated_lineage_env / "openlineage-events.jsonl", [replace, ctas] if replace_first else [ctas, replace])
+    shown = "file//tmp/delta/v2" if replace_first else "file//tmp/delta/tbl"  # the name it was first seen by
+    for path in ("/tmp/delta/tbl", "/tmp/delta/v2", "file:///tmp/delta/v2"):
+        rc, out, _ = cli(capsys, "graph", "upstream", path, "--json")
+        assert rc == 0, out
+        walk = json.loads(out)
+        assert (walk["start"]["key"], sorted(n["key"] for n in walk["nodes"] if n["kind"] == "job")) == \
+            (shown, ["ns/app.ctas", "ns/app.replace"])
+
+
 def test_a_dataset_is_found_by_its_symlink_name(isolated_lineage_env, capsys):
     write(isolated_lineage_env / "openlineage-events.jsonl",
           [_symlinked(E(1, "w", "extract", outputs=[SQL]), "outputs", 0, MSSQL_ID), E(2, "r", "report", inputs=[SQL])])
     rc, out, _ = cli(capsys, "graph", "upstream", "mssql://db01:1433/Sales.dbo.Orders", "--json")
     assert rc == 0, out
     assert json.loads(out)["start"] == {"kind": "dataset", "key": "sqlserver://db01:1433/Sales.dbo.Orders"}
+
+
+def _jsonl(events: list) -> bytes:
+    return "".join(json.dumps(e) + "\n" for e in events).encode()
+
+
+def _pretty(events: list) -> bytes:  # `jq . events.jsonl`: documents one after another, each over many lines
+    return "".join(json.dumps(e, indent=2) + "\n" for e in events).encode()
+
+
+TWO = [E(1, "r1", "a", outputs=["x"]), E(2, "r2", "b", inputs=["x"])]
+
+
+# how the events reach `ingest`: (argument, bytes on stdin or None, file name, file bytes or None); the command is
+# run as a user runs it, its stdin a pipe
+@pytest.mark.parametrize(("arg", "stdin", "name", "content"), [
+    ("-", _jsonl(TWO), None, None),
+    ("/dev/stdin", _jsonl(TWO), None, None),
+    ("-", gzip.compress(_jsonl(TWO)), None, None),
+    ("-", _pretty(TWO), None, None),
+    ("-", json.dumps(TWO).encode(), None, None),
+    ("{dir}/e.jsonl.gz", None, "e.jsonl.gz", gzip.compress(_jsonl(TWO))),
+    ("{dir}/e.json", None, "e.json", _pretty(TWO)),
+    ("{dir}/e.json", None, "e.json", b"\xef\xbb\xbf" + _pretty(TWO)),
+], ids=["dash", "dev-stdin", "gzip-on-stdin", "concatenated-pretty-on-stdin", "array-on-stdin", "gzip-file",
+        "concatenated-pretty-file", "concatenated-pretty-file-with-bom"])
+def test_events_come_in_through_pipes_compressed_and_pretty_printed(tmp_path, arg, stdin, name, content):
+    if name:
+        (tmp_path / name).write_bytes(content)
+    command = [sys.executable, "-m", "lineage_capture", "graph", "ingest", "--json", "--state-dir",
+               str(tmp_path / "st"), arg.format(dir=tmp_path)]
+    for again in (False, True):
+        run = subprocess.run(command, input=stdin, capture_output=True, timeout=60)
+        assert (run.returncode, run.stderr) == (0, b"")
+        report = json.loads(run.stdout)
+        assert (report["new_events"], report["bad"]) == ((0 if again else 2), [])
+        # read again: a stream's events are known; an unchanged compressed file is not read at all
+        assert report["duplicates"] == (2 if again and stdin else 0)
+
+
+@pytest.mark.parametrize("stdin", [False, True])
+def test_a_truncated_gzip_keeps_what_it_held_and_says_so(tmp_path, stdin):
+    data = gzip.compress(_jsonl([E(i, f"r{i}", "a", outputs=["x"]) for i in range(1, 2001)]))
+    cut = data[:len(data) // 2]
+    (tmp_path / "e.jsonl.gz").write_bytes(cut)
+    arg = "-" if stdin else str(tmp_path / "e.jsonl.gz")
+    run = subprocess.run([sys.executable, "-m", "lineage_capture", "graph", "ingest", "--json", "--state-dir",
+                          str(tmp_path / "st"), arg], input=cut if stdin else None, capture_output=True, timeout=60)
+    report = json.loads(run.stdout)
+    assert run.returncode == 1
+    assert 0 < report["new_events"] < 2000
+    assert len(report["bad"]) == 1 and "cannot read to its end: Compressed file ended before" in report["bad"][0]
 
 
 @pytest.mark.parametrize("text", [

@@ -39,11 +39,18 @@ AUTH = {"Authorization": "Bearer s3cret", "Content-Type": "application/json"}
 
 CASES = [
     ("plain", json.dumps(E(1, "r1", "a", outputs=["x"])).encode(), AUTH, 201, {"received": 1, "new": 1,
-                                                                                "duplicates": 0}),
+                                                                                "duplicates": 0, "ignored": 0}),
     ("gzip", gzip.compress(json.dumps(E(2, "r2", "b", inputs=["x"])).encode()), {**AUTH, "Content-Encoding": "gzip"},
-     201, {"received": 1, "new": 1, "duplicates": 0}),
+     201, {"received": 1, "new": 1, "duplicates": 0, "ignored": 0}),
     ("array-with-duplicate", json.dumps([E(1, "r1", "a", outputs=["x"]), E(3, "r3", "c")]).encode(), AUTH, 201,
-     {"received": 2, "new": 1, "duplicates": 1}),
+     {"received": 2, "new": 1, "duplicates": 1, "ignored": 0}),
+    # a JobEvent (design-time lineage: no run for the graph) is valid and said to be ignored; Marquez's own fixture
+    # of one carries an eventType, its schemaURL says what it is
+    ("job-event-in-array", json.dumps([E(7, "r7", "g"), {
+        "eventTime": "2024-01-01T00:00:00Z", "producer": "p", "eventType": "COMPLETE",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/JobEvent",
+        "job": {"namespace": "ns", "name": "static"}, "inputs": [], "outputs": []}]).encode(), AUTH, 201,
+     {"received": 2, "new": 1, "duplicates": 0, "ignored": 1}),
     ("no-key", json.dumps(E(4, "r4", "d")).encode(), {}, 401,
      {"error": "missing or wrong API key (Authorization: Bearer ...)"}),
     ("wrong-key", json.dumps(E(4, "r4", "d")).encode(), {"Authorization": "Bearer nope"}, 401,
@@ -60,9 +67,9 @@ CASES = [
     ("gzip-bomb", gzip.compress(b" " * (65 << 20), 9), {**AUTH, "Content-Encoding": "gzip"}, 413,
      {"error": "body too large once decompressed"}),
     ("deflate", zlib.compress(json.dumps(E(5, "r5", "e")).encode()), {**AUTH, "Content-Encoding": "deflate"}, 201,
-     {"received": 1, "new": 1, "duplicates": 0}),
+     {"received": 1, "new": 1, "duplicates": 0, "ignored": 0}),
     ("gzip-two-members", gzip.compress(b"[") + gzip.compress(json.dumps(E(6, "r6", "f")).encode() + b"]"),
-     {**AUTH, "Content-Encoding": "gzip"}, 201, {"received": 1, "new": 1, "duplicates": 0}),
+     {**AUTH, "Content-Encoding": "gzip"}, 201, {"received": 1, "new": 1, "duplicates": 0, "ignored": 0}),
     # (the requests below are sent raw, in one write: the server answers them without reading a body)
     ("content-length-not-a-number", b"{}", {**AUTH, "Content-Length": "abc"}, 400,
      {"error": "Content-Length is not a number of bytes"}),
@@ -91,7 +98,7 @@ def test_post_cases_then_graph_and_page(server):
     status, body = request(server, "GET", "/api/graph")
     data = json.loads(body)
     assert status == 200
-    assert sorted(n["data"]["key"] for n in data["nodes"]) == ["db/x", "ns/a", "ns/b", "ns/c", "ns/e", "ns/f"]
+    assert sorted(n["data"]["key"] for n in data["nodes"]) == ["db/x", "ns/a", "ns/b", "ns/c", "ns/e", "ns/f", "ns/g"]
     assert sorted((e["data"]["source"], e["data"]["target"]) for e in data["edges"]) == \
         sorted([("j1", "d1"), ("d1", "j2")])
     status, page = request(server, "GET", "/")

@@ -165,7 +165,12 @@ def normalize_dataset(namespace: str, name: str) -> tuple[str, str] | None:
     (``/data/sales/dt=2024-01-01`` -> ``/data/sales``), and so is a trailing ``/`` (``/data/x/`` is ``/data/x``).
     SQL Server temporary tables (last name part starting with ``#``) are private to their session and not
     datasets."""
-    in_paths = namespace.split(":", 1)[0].lower() in _PATH_SCHEMES  # (_path_in_name keeps the scheme a path one)
+    scheme = namespace.split(":", 1)[0].lower()
+    if scheme == "snowflake":
+        namespace, name = _snowflake(namespace, name)
+    elif scheme == "bigquery" and "$" in name:  # `p.d.t$20240101`: a partition decorator ($ is in no table name)
+        name = name.split("$", 1)[0] or name
+    in_paths = scheme in _PATH_SCHEMES  # (_path_in_name keeps the scheme a path one)
     if in_paths and "://" in namespace:
         namespace, name = _path_in_name(namespace, name)
     if in_paths and "/" in name:
@@ -175,6 +180,16 @@ def normalize_dataset(namespace: str, name: str) -> tuple[str, str] | None:
     if name.rsplit(".", 1)[-1].startswith("#"):
         return None
     return namespace, name
+
+
+def _snowflake(namespace: str, name: str) -> tuple[str, str]:
+    """Snowflake resolves unquoted identifiers to upper case and account identifiers regardless of case, and
+    producers write both as they found them (dbt the model's own ``DEMO_DB.public.stg_orders``, SQL parsers and
+    this project's harvester ``DEMO_DB.PUBLIC.STG_ORDERS``): one spelling, upper-case names in a lower-case account,
+    so that they meet. (A quoted mixed-case name cannot be told apart in an event; it meets its upper-case twin.)"""
+    scheme, sep, rest = namespace.partition("://")
+    authority, slash, tail = rest.partition("/")
+    return f"{scheme.lower()}{sep}{authority.lower()}{slash}{tail}", name.upper()
 
 
 def _path_in_name(namespace: str, name: str) -> tuple[str, str]:

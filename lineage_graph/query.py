@@ -52,7 +52,8 @@ def resolve(conn: sqlite3.Connection, text: str) -> Node:
     name; exact match first, then a prefix matching one node only. Raises NodeNotFound."""
     found: dict[tuple[str, int], str] = {}
     # namespace/name split at each '/' (namespaces hold slashes too): exact lookups on the unique index
-    pairs = [(text[:i], text[i + 1:]) for i, c in enumerate(text) if c == "/"] + _uri_pairs(text)
+    pairs = [(text[:i], text[i + 1:]) for i, c in enumerate(text) if c == "/"]
+    pairs += _uri_pairs(text) + _snowflake_pairs(pairs)
     for ns, name in pairs:
         for (i,) in conn.execute("SELECT id FROM datasets WHERE namespace=? AND name=?", (ns, name)):
             found[("dataset", i)] = f"{ns}/{name}"
@@ -102,6 +103,16 @@ def _uri_pairs(text: str) -> list[tuple[str, str]]:
     pairs = [(scheme, path)] if not authority else []
     pair = normalize_dataset(f"{scheme}://{authority}", path)
     return pairs + ([pair] if pair else [])
+
+
+def _snowflake_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A Snowflake name as the graph spells it (upper-case, see ``ingest.normalize_dataset``), however it is typed."""
+    if not any(ns.lower().startswith("snowflake://") for ns, _ in pairs):
+        return []
+    from .ingest import normalize_dataset
+
+    return [p for p in (normalize_dataset(ns, name) for ns, name in pairs if ns.lower().startswith("snowflake://"))
+            if p is not None]
 
 
 def _like(prefix: str) -> str:

@@ -73,6 +73,15 @@ CURRENT = [
                                                                     outputs=[("topic/", "kafka://k:9092")])],
                  {"a": ([], ["/data/x"], "COMPLETE", 1, False), "b": (["/data/x"], ["topic/"], "COMPLETE", 1, False)},
                  id="trailing-slash-same-path"),
+    # Snowflake: dbt writes the model's own spelling, SQL parsers and the harvester upper-case; accounts have no case
+    pytest.param([E(1, "r1", "a", outputs=[("DEMO_DB.public.stg_orders", "snowflake://ASDF1234.eu-central-1.aws")]),
+                  E(2, "r2", "b", inputs=[("DEMO_DB.PUBLIC.STG_ORDERS", "snowflake://asdf1234.eu-central-1.aws")],
+                    outputs=[("p.d.t$20240101", "bigquery")]),
+                  E(3, "r3", "c", inputs=[("p.d.t", "bigquery"), ("db.Public.T", "postgres://h:5432")])],
+                 {"a": ([], ["DEMO_DB.PUBLIC.STG_ORDERS"], "COMPLETE", 1, False),
+                  "b": (["DEMO_DB.PUBLIC.STG_ORDERS"], ["p.d.t"], "COMPLETE", 1, False),
+                  "c": (["db.Public.T", "p.d.t"], [], "COMPLETE", 1, False)},
+                 id="snowflake-case-and-bigquery-partition-decorator-one-dataset"),
 ]
 
 

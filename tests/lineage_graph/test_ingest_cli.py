@@ -415,6 +415,7 @@ def test_names_first_seen_apart_become_one_dataset_whatever_the_order(tmp_path, 
     (("s3://bucket", "a/b"), "s3://bucket/a/b/", "s3://bucket/a/b"),
     (("abfss://c@acct.dfs.core.windows.net", "/d/t"), "abfs://c@acct.dfs.core.windows.net/d/t",
      "abfss://c@acct.dfs.core.windows.net/d/t"),
+    (("snowflake://ACCT", "db.public.orders"), "snowflake://acct/db.public.orders", "snowflake://acct/DB.PUBLIC.ORDERS"),
 ])
 def test_a_path_is_found_by_its_uri(isolated_lineage_env, capsys, dataset, written, key):
     write(isolated_lineage_env / "openlineage-events.jsonl", [E(1, "w", "writer", outputs=[dataset[::-1]])])

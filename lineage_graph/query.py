@@ -147,6 +147,11 @@ def walk(conn: sqlite3.Connection, start: Node, direction: str, depth: int | Non
     nodes: dict[tuple[str, int], int] = {(start.kind, start.id): 0}
     edges: list[tuple[tuple[str, int], tuple[str, int]]] = []
     frontier = [(start.kind, start.id)]
+    # a job's first step includes the jobs it contains, shown as itself: a Spark application, an Airflow DAG or
+    # task reads and writes through its actions and tasks (the application's own events name no dataset)
+    shown_as = {j: start.id for j in _descendants(conn, start.id)} if start.kind == "job" else {}
+    frontier += [("job", j) for j in shown_as]
+    seen_edges: set[tuple[tuple[str, int], tuple[str, int]]] = set()
     dist = 0
     while frontier and (depth is None or dist < depth):
         dist += 1
@@ -162,9 +167,13 @@ def walk(conn: sqlite3.Connection, start: Node, direction: str, depth: int | Non
         for part in _chunks(job_ids):
             for j, d in conn.execute(f"SELECT job_id, dataset_id FROM current_io WHERE dir=? AND job_id IN "
                                      f"({','.join('?' * len(part))})", (1 if down else 0, *part)):
-                found.append((("job", j), ("dataset", d)))
+                found.append((("job", shown_as.get(j, j) if dist == 1 else j), ("dataset", d)))
         for a, b in found:
-            edges.append((a, b) if down else (b, a))
+            edge = (a, b) if down else (b, a)
+            if edge in seen_edges:  # (two contained jobs writing one dataset)
+                continue
+            seen_edges.add(edge)
+            edges.append(edge)
             if b not in nodes:
                 nodes[b] = dist
                 nxt.append(b)
@@ -172,6 +181,13 @@ def walk(conn: sqlite3.Connection, start: Node, direction: str, depth: int | Non
     names = _names(conn, nodes)
     states = _states(conn, [i for k, i in nodes if k == "job"])
     return Walk(start, direction, depth, nodes, edges, names, states)
+
+
+def _descendants(conn: sqlite3.Connection, job_id: int) -> list[int]:
+    """The jobs under ``job_id`` (children, their children...), by the hierarchy's parent ids."""
+    return [j for (j,) in conn.execute(
+        "WITH RECURSIVE d(id) AS (SELECT id FROM jobs WHERE parent_id = ? "
+        "UNION SELECT j.id FROM jobs j JOIN d ON j.parent_id = d.id) SELECT id FROM d", (job_id,))]
 
 
 def _chunks(ids: list[int], size: int = 500) -> list[list[int]]:

@@ -404,6 +404,31 @@ def test_names_first_seen_apart_become_one_dataset_whatever_the_order(tmp_path, 
         assert {n["key"] for n in json.loads(out)["nodes"]} >= {"ns/app.drop", "ns/app.write"}
 
 
+# an Airflow task running a Spark application whose two actions read and write; a reader downstream
+CONTAINED = [E(1, "t", "dag.task", job_type="TASK", integration="AIRFLOW"),
+             E(2, "app", "app", parent=("dag.task", "t"), job_type="APPLICATION"),
+             E(3, "a1", "app.read_raw", inputs=["raw"], outputs=["stage"], parent=("app", "app")),
+             E(4, "a2", "app.write_mart", inputs=["stage", "dim"], outputs=["mart"], parent=("app", "app")),
+             E(5, "r", "report", inputs=["mart"])]
+
+
+@pytest.mark.parametrize(("argv", "keys"), [
+    # a job containing others reads and writes through them (it was "0 nodes")
+    (["upstream", "dag.task.app"], ["db/dim", "db/raw", "db/stage", "ns/dag.task.app.read_raw"]),
+    (["downstream", "dag.task.app"], ["db/mart", "db/stage", "ns/dag.task.app.write_mart", "ns/report"]),
+    (["upstream", "dag.task"], ["db/dim", "db/raw", "db/stage", "ns/dag.task.app.read_raw"]),
+    (["downstream", "dag.task", "--depth", "1"], ["db/mart", "db/stage"]),
+    (["upstream", "dag.task.app.write_mart", "--depth", "1"], ["db/dim", "db/stage"]),  # a leaf: as before
+])
+def test_a_job_containing_others_walks_through_them(isolated_lineage_env, capsys, argv, keys):
+    write(isolated_lineage_env / "openlineage-events.jsonl", CONTAINED)
+    rc, out, _ = cli(capsys, "graph", *argv, "--json")
+    walk = json.loads(out)
+    assert rc == 0
+    assert sorted(n["key"] for n in walk["nodes"] if n["distance"] > 0) == keys
+    assert len({(e["from"]["key"], e["to"]["key"]) for e in walk["edges"]}) == len(walk["edges"])  # no twice
+
+
 # (namespace, name) as a producer wrote it, how a user writes it, the key it is shown by
 @pytest.mark.parametrize(("dataset", "written", "key"), [
     (("hdfs://nn:8020", "/warehouse/t"), "hdfs://nn:8020/warehouse/t", "hdfs://nn:8020//warehouse/t"),

@@ -34,25 +34,15 @@ import attrs
 import orjson
 
 from .background import in_background, send, worth_a_second_process
+from .naming import normalize_dataset
 from .store import blob_ids, ids_blob
 
 EVENT_TYPES = frozenset({"START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"})
 TERMINAL = frozenset({"COMPLETE", "ABORT", "FAIL"})
 # The schema's `format: uuid`: the hyphenated form (a hyphenless copy of an id would be another run).
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-# a Hive-style partition folder at the end of a path: `/dt=2024-01-01`, `/region=eu/` (partitions are one dataset)
 # the schemaURL of a JobEvent or DatasetEvent (`.../OpenLineage.json#/$defs/JobEvent`)
 _STATIC_SCHEMA = re.compile(r"(JobEvent|DatasetEvent)/?$")
-_PARTITION_TAIL = re.compile(r"(?:/[^/=]+=[^/]*)+/?$")
-# Namespaces of file systems and object stores, where `key=value` folders are a table's partitions (a Kafka topic,
-# an HTTP path or a database name holding `=` is a name of its own).
-_PATH_SCHEMES = frozenset({
-    "file", "s3", "s3a", "s3n", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss", "wasb", "wasbs", "adl", "dbfs",
-    "oss", "cos", "obs", "swift", "webhdfs", "local",
-})
-# Object stores (a key, not a path, names an object: no leading `/`), with each scheme's canonical spelling.
-_OBJECT_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "abfs": "abfss", "abfss": "abfss",
-                  "wasb": "wasbs", "wasbs": "wasbs"}
 # eventTimes whose instant every time zone can show (datetime's years 1-9999): a time past them would break every
 # read command that shows times.
 _T_MIN = datetime(1, 1, 2, tzinfo=timezone.utc).timestamp()
@@ -153,58 +143,6 @@ def _instant(dt: datetime) -> float | None:
     except (OverflowError, ValueError):
         return None
     return t if _T_MIN <= t <= _T_MAX else None
-
-
-def normalize_dataset(namespace: str, name: str) -> tuple[str, str] | None:
-    """A dataset's identity in the graph, or None for storage private to a job.
-
-    In a file system's or object store's namespace a path is one dataset however it is spelled: the namespace is
-    ``scheme://authority`` and the rest of the path is the name, as OpenLineage's naming spells it (producers that
-    put folders into the namespace, ``s3://bucket/a`` + ``b``, name the dataset ``s3://bucket`` + ``a/b`` writes;
-    see :func:`_path_in_name`); trailing ``key=value`` folders of a table's partitions are trimmed
-    (``/data/sales/dt=2024-01-01`` -> ``/data/sales``), and so is a trailing ``/`` (``/data/x/`` is ``/data/x``).
-    SQL Server temporary tables (last name part starting with ``#``) are private to their session and not
-    datasets."""
-    scheme = namespace.split(":", 1)[0].lower()
-    if scheme == "snowflake":
-        namespace, name = _snowflake(namespace, name)
-    elif scheme == "bigquery" and "$" in name:  # `p.d.t$20240101`: a partition decorator ($ is in no table name)
-        name = name.split("$", 1)[0] or name
-    in_paths = scheme in _PATH_SCHEMES  # (_path_in_name keeps the scheme a path one)
-    if in_paths and "://" in namespace:
-        namespace, name = _path_in_name(namespace, name)
-    if in_paths and "/" in name:
-        trimmed = (_PARTITION_TAIL.sub("", name) if "=" in name else name).rstrip("/")
-        if trimmed:
-            name = trimmed
-    if name.rsplit(".", 1)[-1].startswith("#"):
-        return None
-    return namespace, name
-
-
-def _snowflake(namespace: str, name: str) -> tuple[str, str]:
-    """Snowflake resolves unquoted identifiers to upper case and account identifiers regardless of case, and
-    producers write both as they found them (dbt the model's own ``DEMO_DB.public.stg_orders``, SQL parsers and
-    this project's harvester ``DEMO_DB.PUBLIC.STG_ORDERS``): one spelling, upper-case names in a lower-case account,
-    so that they meet. (A quoted mixed-case name cannot be told apart in an event; it meets its upper-case twin.)"""
-    scheme, sep, rest = namespace.partition("://")
-    authority, slash, tail = rest.partition("/")
-    return f"{scheme.lower()}{sep}{authority.lower()}{slash}{tail}", name.upper()
-
-
-def _path_in_name(namespace: str, name: str) -> tuple[str, str]:
-    """``scheme://authority/folders`` + ``name`` -> ``scheme://authority`` + the whole path, as the JVM
-    integration and the OpenLineage naming spec write it: an object store's key without a leading ``/`` and its
-    scheme's canonical spelling (``s3a``/``s3n`` -> ``s3``, ``abfs`` -> ``abfss``, ``wasb`` -> ``wasbs``), any
-    other file system's path with one."""
-    scheme, _, rest = namespace.partition("://")
-    authority, _, folders = rest.partition("/")
-    scheme = scheme.lower()
-    canonical = _OBJECT_STORES.get(scheme)
-    path = "/".join(part for part in (folders.strip("/"), name.strip("/")) if part)
-    if canonical is not None:
-        return f"{canonical}://{authority}", path or name
-    return f"{scheme}://{authority}", f"/{path}" if path else name
 
 
 def _str(obj: dict, key: str, where: str) -> str:

@@ -5,7 +5,6 @@ only the part of the graph it needs, not the whole graph.
 """
 from __future__ import annotations
 
-import re
 import sqlite3
 
 
@@ -53,7 +52,8 @@ def resolve(conn: sqlite3.Connection, text: str) -> Node:
     found: dict[tuple[str, int], str] = {}
     # namespace/name split at each '/' (namespaces hold slashes too): exact lookups on the unique index
     pairs = [(text[:i], text[i + 1:]) for i, c in enumerate(text) if c == "/"]
-    pairs += _uri_pairs(text) + _snowflake_pairs(pairs)
+    if "://" in text or text.lower().startswith("file:"):
+        pairs += _spelled_as_stored(text, pairs)
     for ns, name in pairs:
         for (i,) in conn.execute("SELECT id FROM datasets WHERE namespace=? AND name=?", (ns, name)):
             found[("dataset", i)] = f"{ns}/{name}"
@@ -87,32 +87,13 @@ def resolve(conn: sqlite3.Connection, text: str) -> Node:
     raise NodeNotFound(text, sorted(found.values()))
 
 
-_URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(?://([^/]*))?(/.*)")
+def _spelled_as_stored(text: str, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The dataset the user typed, spelled as the ingest stores it (``naming.normalize_dataset``): a path written
+    as a URI (``hdfs://nn:8020/warehouse/t``, ``file:///tmp/x``), a Snowflake name in any case."""
+    from .naming import normalize_dataset, uri_dataset
 
-
-def _uri_pairs(text: str) -> list[tuple[str, str]]:
-    """A path written as a URI (``hdfs://nn:8020/warehouse/t``, ``file:///tmp/x``, ``file:/tmp/x``,
-    ``s3a://bucket/key``) as the graph stores it: namespace ``scheme://authority`` (``file`` without one) and the
-    path, as the ingest normalizes it; [] for anything else."""
-    match = _URI.fullmatch(text)
-    if match is None:
-        return []
-    from .ingest import normalize_dataset  # only for a URI: read commands do not import the ingest otherwise
-
-    scheme, authority, path = match.group(1), match.group(2) or "", match.group(3)
-    pairs = [(scheme, path)] if not authority else []
-    pair = normalize_dataset(f"{scheme}://{authority}", path)
-    return pairs + ([pair] if pair else [])
-
-
-def _snowflake_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """A Snowflake name as the graph spells it (upper-case, see ``ingest.normalize_dataset``), however it is typed."""
-    if not any(ns.lower().startswith("snowflake://") for ns, _ in pairs):
-        return []
-    from .ingest import normalize_dataset
-
-    return [p for p in (normalize_dataset(ns, name) for ns, name in pairs if ns.lower().startswith("snowflake://"))
-            if p is not None]
+    snowflake = [normalize_dataset(ns, name) for ns, name in pairs if ns.lower().startswith("snowflake://")]
+    return uri_dataset(text) + [p for p in snowflake if p is not None]
 
 
 def _like(prefix: str) -> str:

@@ -47,6 +47,20 @@ def test_traversal_imports_only_what_it_needs(tmp_path):
     assert [n["key"] for n in answer["nodes"]] == ["db/y", "ns/b", "db/w", "db/z"]
 
 
+@pytest.mark.parametrize(("dataset", "typed"), [
+    (("/tmp/x", "file"), "file:///tmp/x"),
+    (("a/b", "s3://bucket"), "s3a://bucket/a/b"),
+    (("DB.S.T", "snowflake://acct"), "snowflake://ACCT/db.s.t"),
+    (("Sales.dbo.Orders", "sqlserver://db01:1433"), "sqlserver://db01:1433/Sales.dbo.Orders"),
+])
+def test_a_lookup_spelled_another_way_imports_nothing_heavy(tmp_path, dataset, typed):
+    (tmp_path / "openlineage-events.jsonl").write_text(json.dumps(E(1, "r1", "a", inputs=[dataset])) + "\n")
+    _run(tmp_path, "ingest", "--json")
+    code, imported, answer = _run(tmp_path, "downstream", typed, "--json")
+    assert (code, imported) == (0, [])
+    assert [n["key"] for n in answer["nodes"]] == [f"{dataset[1]}/{dataset[0]}", "ns/a"]
+
+
 @pytest.mark.parametrize("sub", ["upstream", "downstream", "history"])
 def test_one_subcommand_parser_is_the_full_one(sub, capsys):
     helps = []

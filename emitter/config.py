@@ -7,8 +7,10 @@ Precedence, highest first (the only place it is written):
    harvester's command-line flags, as flat dotted keys (``transport.type``, ``transport.url``...).
 2. ``openlineage.yml``: the file named by ``OPENLINEAGE_CONFIG``, else ``./openlineage.yml``, else
    ``~/.openlineage/openlineage.yml``.
-3. Environment: ``OPENLINEAGE__TRANSPORT__...`` variables (openlineage-python's dynamic form), then the simple
-   ``OPENLINEAGE_URL`` / ``OPENLINEAGE_ENDPOINT`` / ``OPENLINEAGE_API_KEY``.
+3. Environment: ``OPENLINEAGE__TRANSPORT__...`` variables (openlineage-python's dynamic form; a section without
+   a ``type`` is merged into the transport a higher level names). Then, as openlineage-python, the simple
+   ``OPENLINEAGE_URL`` / ``OPENLINEAGE_ENDPOINT`` / ``OPENLINEAGE_API_KEY``: the transport only when no level
+   names one (or the ``default_http`` member of a composite, the missing url/endpoint/key of an ``async_http``).
 4. Embedded default: append JSON lines to ``{state dir}/openlineage-events.jsonl`` (path printed once).
 
 ``OPENLINEAGE_DISABLED=true`` or ``disabled=true`` at any level switches emission off.
@@ -201,14 +203,40 @@ def _env_config() -> dict[str, Any]:
             value = raw
         path = [part.lower() for part in key[len(prefix):].split("__")]
         config = _deep_merge(config, nest({".".join(path): value}))
-    if "transport" not in config and os.environ.get("OPENLINEAGE_URL"):
-        transport: dict[str, Any] = {"type": "http", "url": os.environ["OPENLINEAGE_URL"]}
-        if os.environ.get("OPENLINEAGE_ENDPOINT"):
-            transport["endpoint"] = os.environ["OPENLINEAGE_ENDPOINT"]
-        if os.environ.get("OPENLINEAGE_API_KEY"):
-            transport["auth"] = {"type": "api_key", "apiKey": os.environ["OPENLINEAGE_API_KEY"]}
-        config["transport"] = transport
     return config
+
+
+def _simple_url_transport() -> dict[str, Any] | None:
+    """The http transport of ``OPENLINEAGE_URL`` / ``OPENLINEAGE_ENDPOINT`` / ``OPENLINEAGE_API_KEY``, if set."""
+    if not os.environ.get("OPENLINEAGE_URL"):
+        return None
+    transport: dict[str, Any] = {"type": "http", "url": os.environ["OPENLINEAGE_URL"]}
+    if os.environ.get("OPENLINEAGE_ENDPOINT"):
+        transport["endpoint"] = os.environ["OPENLINEAGE_ENDPOINT"]
+    if os.environ.get("OPENLINEAGE_API_KEY"):
+        transport["auth"] = {"type": "api_key", "apiKey": os.environ["OPENLINEAGE_API_KEY"]}
+    return transport
+
+
+def _with_simple_url(transport: dict[str, Any] | None, source: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """Where ``OPENLINEAGE_URL`` (with its endpoint and key) goes, as openlineage-python places it: the transport
+    when nothing else names one; the ``default_http`` member of a composite; the missing url, endpoint and key of
+    an ``async_http``. A transport named elsewhere (openlineage.yml, ``OPENLINEAGE__TRANSPORT__*``) is left alone:
+    merging the trio into it sent the key meant for ``OPENLINEAGE_URL``'s backend to the file's."""
+    simple = _simple_url_transport()
+    kind = str((transport or {}).get("type", "")).lower()
+    if simple is None:
+        return transport, source
+    if not kind:
+        return _deep_merge(simple, transport or {}), "environment"  # (+ `OPENLINEAGE__TRANSPORT__COMPRESSION`...)
+    assert transport is not None
+    if kind == "composite":
+        members = transport.get("transports")
+        if isinstance(members, Mapping) and not any(str(k).lower() == "default_http" for k in members):
+            return {**transport, "transports": {**members, "default_http": simple}}, source
+    elif kind == "async_http":
+        return {**{k: v for k, v in simple.items() if k != "type"}, **transport}, source
+    return transport, source
 
 
 def _truthy(value: Any) -> bool:
@@ -232,8 +260,9 @@ def _layer_transports(layers: list[tuple[str, Any]]) -> tuple[dict[str, Any] | N
     for name, layer in layers:
         if not isinstance(layer, Mapping) or not layer:
             continue
-        layer_type = str(layer.get("type", "")).lower()
-        if transport is None or (layer_type and layer_type != str(transport.get("type", "")).lower()):
+        layer_type, lower_type = str(layer.get("type", "")).lower(), str((transport or {}).get("type", "")).lower()
+        # (a lower layer without a type, `OPENLINEAGE__TRANSPORT__AUTH__*` under a file's http, is merged into it)
+        if transport is None or (layer_type and lower_type and layer_type != lower_type):
             transport = dict(layer)
         else:
             transport = _deep_merge(transport, layer)
@@ -269,6 +298,7 @@ def load_config(overrides: Mapping[str, Any] | None = None) -> EmitterConfig:
         (yaml_path or "openlineage.yml", yaml_config.get("transport")),
         ("explicit configuration", explicit.get("transport")),
     ])
+    transport, source = _with_simple_url(transport, source)
     if transport and transport.get("type"):
         transport = pythonize_transport(transport)
         assert source is not None  # _layer_transports names the layer of every transport it returns

@@ -62,6 +62,45 @@ def test_precedence_and_key_mapping(tmp_path, monkeypatch, case_id, explicit, ym
     assert config.source.endswith(source)
 
 
+TRIO = {"OPENLINEAGE_URL": "http://b:5000", "OPENLINEAGE_API_KEY": "key-of-b", "OPENLINEAGE_ENDPOINT": "b/path"}
+YML_A = "transport:\n  type: http\n  url: http://a:5000\n"
+B_AUTH = {"type": "api_key", "apiKey": "key-of-b"}
+
+
+# the whole transport, as openlineage-python resolves the same file and variables: id, openlineage.yml, environment,
+# the transport
+@pytest.mark.parametrize(("yml", "env", "transport"), [
+    # the file names the transport: OPENLINEAGE_URL's key and endpoint are not sent to the file's backend
+    (YML_A, TRIO, {"type": "http", "url": "http://a:5000"}),
+    (None, {**TRIO, "OPENLINEAGE__TRANSPORT__TYPE": "console"}, {"type": "console"}),
+    # variables without a type add to the file's transport (they were dropped: events went without the key)
+    (YML_A, {"OPENLINEAGE__TRANSPORT__AUTH": '{"type": "api_key", "apiKey": "k"}',
+             "OPENLINEAGE__TRANSPORT__COMPRESSION": "gzip"},
+     {"type": "http", "url": "http://a:5000", "auth": {"type": "api_key", "apiKey": "k"}, "compression": "gzip"}),
+    # a composite gets OPENLINEAGE_URL as its default_http member (it was ignored: no event sent there)
+    (None, {**TRIO, "OPENLINEAGE__TRANSPORT__TYPE": "composite",
+            "OPENLINEAGE__TRANSPORT__TRANSPORTS__LOCAL__TYPE": "console"},
+     {"type": "composite", "transports": {"local": {"type": "console"}, "default_http": {
+         "type": "http", "url": "http://b:5000", "endpoint": "b/path", "auth": B_AUTH}}}),
+    # async_http takes the url, endpoint and key it lacks (it exited 2: "url key not passed")
+    (None, {**TRIO, "OPENLINEAGE__TRANSPORT__TYPE": "async_http"},
+     {"type": "async_http", "url": "http://b:5000", "endpoint": "b/path", "auth": B_AUTH}),
+    (None, {**TRIO, "OPENLINEAGE__TRANSPORT__TYPE": "async_http", "OPENLINEAGE__TRANSPORT__URL": "http://c:1"},
+     {"type": "async_http", "url": "http://c:1", "endpoint": "b/path", "auth": B_AUTH}),
+    # nothing else names a transport: the trio is it, with typeless variables added
+    (None, {**TRIO, "OPENLINEAGE__TRANSPORT__COMPRESSION": "gzip"},
+     {"type": "http", "url": "http://b:5000", "endpoint": "b/path", "auth": B_AUTH, "compression": "gzip"}),
+], ids=["file-names-it", "dynamic-type-names-it", "typeless-variables-join-the-file", "composite-default-http",
+        "async-http-filled", "async-http-own-url-kept", "trio-alone"])
+def test_openlineage_url_goes_where_openlineage_python_puts_it(tmp_path, monkeypatch, yml, env, transport):
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", str(tmp_path / "openlineage.yml"))  # (no file: none)
+    if yml is not None:
+        (tmp_path / "openlineage.yml").write_text(yml)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert dict(load_config().transport) == transport
+
+
 def test_embedded_default_is_a_file_in_the_state_dir(isolated_lineage_env, capsys):
     emitter = Emitter.from_config()
     assert emitter.config.transport["log_file_path"] == str(isolated_lineage_env / "openlineage-events.jsonl")

@@ -203,6 +203,14 @@ RULES: tuple[Rule, ...] = (
         "Hadoop ABFS/WASB properties fs.azure.account.key.<account>...=<key>, fs.azure.sas.<c>.<a>=<sas>",
     ),
     Rule(
+        "url_query_key",
+        ("?code=", "&code=", "?key=", "&key="),
+        (),
+        re.compile(r"[?&](?:code|key)=(?P<v>[^&#\s\"'<>]+)"),
+        "a key in a URL's query under a name too generic to mask elsewhere: Azure Functions' code=, Google APIs' "
+        "key= (an endpoint such as api/v1/lineage?code=...)",
+    ),
+    Rule(
         "key_value",
         _KV_TRIGGERS,
         (),

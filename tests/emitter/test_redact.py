@@ -154,6 +154,11 @@ MASKED_EXACT = [
     ("Driver={ODBC Driver 18 for SQL Server};Server=s;UID=u;Password=a b;Database=d",
      "Driver={ODBC Driver 18 for SQL Server};Server=s;UID=u;Password=***;Database=d"),
     ("api_key: Secr3tXYZ", "api_key: ***"),
+    # generic names of a key in a URL's query: Azure Functions, Google APIs (not masked elsewhere: `key = 1` is SQL)
+    ("https://fn.azurewebsites.net/api/lineage?code=QUERYsecret55==&x=1",
+     "https://fn.azurewebsites.net/api/lineage?code=***&x=1"),
+    ("api/v1/lineage?a=1&key=AIza-not-prefixed-123", "api/v1/lineage?a=1&key=***"),
+    ("SELECT * FROM t WHERE code = 'x' AND key = 1", "SELECT * FROM t WHERE code = 'x' AND key = 1"),
     ("password: correct horse battery staple", "password: ***"),
     ('{"token": 12345678}', '{"token": ***}'),
     ("--password Secr3t! --user bob", "--password *** --user bob"),
@@ -236,6 +241,8 @@ def test_redact_returns_the_same_object_without_triggers(text: str) -> None:
 
 
 RULE_EXAMPLES = {
+    "url_query_key": ("POST https://fn.azurewebsites.net/api/lineage?code=abc123XYZ failed",
+                      "POST https://fn.azurewebsites.net/api/lineage?code=*** failed"),
     "pem_private_key": ("-----BEGIN RSA PRIVATE KEY-----\nAB\n-----END RSA PRIVATE KEY-----",
                         "-----BEGIN RSA PRIVATE KEY-----***-----END RSA PRIVATE KEY-----"),
     "authorization_header": ("Proxy-Authorization: Basic Zm9v", "Proxy-Authorization: ***"),

@@ -121,7 +121,7 @@ def _target(config: EmitterConfig, spool: Any, to_configured: bool) -> dict[str,
     ``--to-configured`` says so; the recorded destination when nothing was configured explicitly. Raises
     ValueError for a recorded destination that differs from an explicitly configured one."""
     from emitter.redact import MASK
-    from emitter.spool import describe_destination
+    from emitter.spool import CREDENTIALS, describe_destination, same_destination
 
     configured = dict(config.transport or {})
     recorded = spool.destination
@@ -129,10 +129,11 @@ def _target(config: EmitterConfig, spool: Any, to_configured: bool) -> dict[str,
         raise ValueError(f"the spool {spool.directory} does not say where its events were going (its "
                          "destination.json is damaged): not replayed; pass --to-configured to send them to the "
                          f"configured transport ({_where(describe_destination(configured))})")
-    if recorded is None or recorded == describe_destination(configured) or to_configured:
+    if recorded is None or same_destination(recorded, describe_destination(configured)) or to_configured:
         return configured
     if config.source == "embedded default":
-        if recorded.get("type") == "http" and MASK in f"{recorded.get('url')}{recorded.get('endpoint')}":
+        if recorded.get("type") == "http" and (MASK in f"{recorded.get('url')}{recorded.get('endpoint')}"
+                                               or recorded.get(CREDENTIALS)):
             raise ValueError(f"the spool {spool.directory} holds events for {_where(recorded)}, whose credentials "
                              "are never recorded: configure that transport with them and replay again (sent "
                              "masked, every event would be refused)")

@@ -137,6 +137,8 @@ def describe_destination(transport: Mapping[str, Any] | None) -> dict[str, Any]:
         out["type"] = "http"  # one destination, however it is reached
         out["url"] = url_without_credentials(str(transport.get("url", "")).strip().rstrip("/"))
         out["endpoint"] = redact(str(transport.get("endpoint", "api/v1/lineage")).strip("/"))  # ?api_key=...
+        if _has_credentials(transport):
+            out[CREDENTIALS] = True  # (only that it had some: a replay without them would be refused every event)
     elif kind == "file":
         out["location"] = str(transport.get("log_file_path") or transport.get("location") or "")
     elif kind == "kafka":
@@ -149,9 +151,29 @@ def describe_destination(transport: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+#: In a destination's description: its transport sent credentials (an auth section, an Authorization header).
+CREDENTIALS = "credentials"
+
+
+def _has_credentials(transport: Mapping[str, Any]) -> bool:
+    auth = transport.get("auth")
+    headers = transport.get("custom_headers") or transport.get("headers") or {}
+    return (isinstance(auth, Mapping) and str(auth.get("type", "api_key")).lower() not in ("", "none")) or (
+        isinstance(headers, Mapping) and any(str(k).lower() == "authorization" for k in headers))
+
+
+def same_destination(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """Two descriptions name one destination (whether credentials were recorded is no part of it: a spool
+    written before they were recorded is the same destination's)."""
+    return a is not None and b is not None and \
+        {k: v for k, v in a.items() if k != CREDENTIALS} == {k: v for k, v in b.items() if k != CREDENTIALS}
+
+
 def destination_key(destination: Mapping[str, Any]) -> str:
-    """The sub-directory name of a destination's spool: its type and a short hash of its description."""
-    digest = hashlib.sha256(json.dumps(destination, sort_keys=True).encode()).hexdigest()[:12]
+    """The sub-directory name of a destination's spool: its type and a short hash of its description (without
+    the credentials flag: the directory of a destination stays where earlier versions put it)."""
+    described = {k: v for k, v in destination.items() if k != CREDENTIALS}
+    digest = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:12]
     return f"{destination.get('type') or 'unknown'}-{digest}"
 
 

@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             )
 
     total = [ok for oks in exact.values() for ok in oks]
-    focus = exact["tsql"] + exact["snowflake"]
+    # (.get: indexing the defaultdict would add empty tsql/snowflake rows, and the per-dialect shares divide by 0)
+    focus = exact.get("tsql", []) + exact.get("snowflake", [])
     share_all = sum(total) / len(total)
     share_focus = sum(focus) / len(focus) if focus else 1.0
     p50, p90 = _percentile(times, 0.5), _percentile(times, 0.9)

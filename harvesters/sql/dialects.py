@@ -15,6 +15,7 @@ import attrs
 from sqlglot import exp
 from sqlglot.tokens import Token
 
+from harvesters.sql.forms import FormFix, replace_into_fix
 from harvesters.sql.identifier_clause import name_tokens
 from harvesters.sql.scripting import flatten_blocks
 from harvesters.sql.tsql import fix_tokens as _tsql_fix_tokens
@@ -85,6 +86,9 @@ class DialectRules:
     # moved there before parsing (Snowflake `USING TEMPLATE (<query>)` took the properties written after it for
     # part of its query, and the statement failed).
     clauses_last: tuple[tuple[str, ...], ...] = ()
+    # Statement forms sqlglot's parser lacks, rewritten in the tokens after token_fix, each only on a text its pattern
+    # finds something in (see harvesters/sql/forms.py: MySQL's REPLACE INTO, Spark's REPLACE TABLE, ...).
+    form_fixes: tuple[FormFix, ...] = ()
     # Rewrites a batch's text before it is tokenized (forms the tokenizer or parser cannot read at all).
     text_fix: Callable[[str], str] | None = None
     # Object kinds whose CREATE/DROP has no run-level lineage, when sqlglot does not model the statement.
@@ -291,7 +295,9 @@ DIALECTS: dict[str, DialectRules] = {
     "spark2": _spark("spark2", name="spark2"),
     "databricks": _spark("databricks", name="databricks", use_target="schema"),
     "hive": DialectRules("hive", sqlglot="hive", database_is_schema=True, rename_keeps_schema=True),
-    "mysql": DialectRules("mysql", sqlglot="mysql"),
+    "mysql": DialectRules("mysql", sqlglot="mysql", form_fixes=(replace_into_fix("mysql"),)),
+    "sqlite": DialectRules("sqlite", sqlglot="sqlite", form_fixes=(replace_into_fix("sqlite"),)),
+    "singlestore": DialectRules("singlestore", sqlglot="singlestore", form_fixes=(replace_into_fix("singlestore"),)),
     "bigquery": DialectRules(
         "bigquery",
         sqlglot="bigquery",
@@ -304,7 +310,8 @@ DIALECTS: dict[str, DialectRules] = {
     ),
 }
 
-# Every other sqlglot dialect, with generic rules (names as written, qualified with whatever is given).
+# Every other sqlglot dialect, with generic rules (names as written, qualified with whatever is given); a dialect
+# listed here and given rules above keeps those.
 _GENERIC = (
     "doris", "dremio", "drill", "druid", "duckdb", "dune", "exasol",
     "materialize", "oracle", "presto", "risingwave", "singlestore", "sqlite", "starrocks", "teradata",

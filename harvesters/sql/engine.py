@@ -276,6 +276,10 @@ class _Analyzer:
             tokens = _reopen_swallowed(tokens, self.dialect, text)
         if self.rules.token_fix and (self.rules.token_fix_when is None or self.rules.token_fix_when.search(text)):
             tokens, spans = self.rules.token_fix(tokens, text)
+        upper = text.upper() if self.rules.form_fixes else ""
+        for form in self.rules.form_fixes:
+            if form.applies(text, upper):
+                tokens = form.rewrite(tokens, text)
         for piece, command in _opaque_pieces(tokens, self.rules.opaque_commands):
             if command:  # BACKUP / DBCC / CHECKPOINT ...: sqlglot misreads these; no lineage
                 self.types[command] = None

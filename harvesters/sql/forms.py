@@ -1,0 +1,106 @@
+"""Token rewrites for statement forms sqlglot 30's parser lacks, shared by dialects (`DialectRules.form_fixes`).
+
+Each :class:`FormFix` names one form, cheap tests on the text (most texts hold none of these forms: their tokens
+are not walked) and a rewrite of a batch's tokens into a form sqlglot reads with the same lineage: MySQL's `REPLACE
+INTO` as an INSERT, Spark's `REPLACE TABLE` as `CREATE OR REPLACE TABLE`, the clauses after a `CLONE` source
+dropped, ... Without them sqlglot kept the statement as an opaque command or rejected it: its tables were lost.
+Tokens keep their places in the text (a word put in takes the place of the word it stands for), so text cut by
+token positions stays right.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import attrs
+from sqlglot.tokens import Token, TokenType
+
+from harvesters.sql.retokenize import command_string, string_tokens, tokenizer
+
+#: Rewrites a batch's tokens, given with the batch's text.
+Rewrite = Callable[[list[Token], str], list[Token]]
+
+
+@attrs.frozen
+class FormFix:
+    """One statement form rewritten before parsing (see the module's docstring)."""
+
+    name: str
+    # The rewrite runs only on a text whose upper-cased form holds one of `words` (a substring test: a regular
+    # expression scanning every text, case-insensitively, cost up to 0.1 ms per 4 KB) and in which `when` finds
+    # something (a false hit costs one walk over the tokens).
+    words: tuple[str, ...]
+    when: re.Pattern[str]
+    rewrite: Rewrite
+
+    def applies(self, text: str, upper: str) -> bool:
+        """Whether the rewrite may change the tokens of ``text`` (``upper``: the text upper-cased)."""
+        return any(word in upper for word in self.words) and self.when.search(text) is not None
+
+
+# ---- REPLACE [INTO] (MySQL, MariaDB, SQLite, SingleStore) ------------------------------------------------------------
+
+#: MySQL's INSERT / REPLACE modifiers, which sqlglot's INSERT rejects (they change when rows are written, not which).
+_PRIORITIES = frozenset({"LOW_PRIORITY", "HIGH_PRIORITY", "DELAYED"})
+
+
+def replace_into(dialect: str) -> Rewrite:
+    """`REPLACE [LOW_PRIORITY | DELAYED] [INTO] t [(cols)] {SELECT ... | VALUES ... | SET ...}` read as the INSERT it
+    is (it first deletes the rows whose keys the new ones repeat: the same target and sources). The tokenizer of
+    sqlglot's ``dialect`` takes a statement's first REPLACE for a command and the rest for a string: that string is
+    tokenized again in its place. A REPLACE after a statement's CTEs (SQLite `WITH c AS (...) REPLACE INTO t ...`) is
+    one too. MySQL's priority words are dropped after an INSERT as well."""
+
+    def rewrite(tokens: list[Token], text: str) -> list[Token]:
+        out: list[Token] = []
+        pending = tokens[::-1]  # a stack: a swallowed statement tokenized again goes back on it
+        opener, depth, at_start = TokenType.SEMICOLON, 0, True
+        while pending:
+            token = pending.pop()
+            if at_start:
+                opener, depth = token.token_type, 0
+            # (after the statement's first token, `out` holds it)
+            opens = at_start or (opener == TokenType.WITH and depth == 0 and out[-1].token_type == TokenType.R_PAREN)
+            if opens and token.token_type == TokenType.REPLACE and _reopened(pending, token, text, dialect):
+                token = _retyped(token, TokenType.INSERT)
+            at_start = token.token_type == TokenType.SEMICOLON
+            depth += (token.token_type == TokenType.L_PAREN) - (token.token_type == TokenType.R_PAREN)
+            out.append(token)
+            if token.token_type == TokenType.INSERT:
+                while pending and pending[-1].text.upper() in _PRIORITIES:
+                    pending.pop()
+        return out
+
+    return rewrite
+
+
+def _reopened(pending: list[Token], replace: Token, text: str, dialect: str) -> bool:
+    """Whether the REPLACE opens a statement (not a `REPLACE(...)` call), with the string its command swallowed, if
+    any, put back on ``pending`` as its tokens."""
+    if not pending or pending[-1].token_type == TokenType.L_PAREN:
+        return False
+    if pending[-1].token_type != TokenType.STRING:
+        return True
+    inner = string_tokens(command_string(pending[-1], replace, text), tokenizer(dialect))
+    if not inner or inner[0].token_type == TokenType.L_PAREN:
+        return False
+    pending.pop()
+    pending.extend(reversed(inner))
+    return True
+
+
+def replace_into_fix(dialect: str) -> FormFix:
+    """The :class:`FormFix` of :func:`replace_into` for ``dialect`` (a REPLACE not before a parenthesis: the
+    REPLACE() function is left alone; or a priority word)."""
+    return FormFix("replace_into", ("REPLACE", "PRIORITY", "DELAYED"), _REPLACE_WORDS, replace_into(dialect))
+
+
+_REPLACE_WORDS = re.compile(r"REPLACE\s+[^\s(]|_PRIORITY\b|DELAYED\b", re.IGNORECASE)
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------------------
+
+
+def _retyped(token: Token, kind: TokenType) -> Token:
+    """``token`` read as another kind (its text and place kept)."""
+    return Token(kind, token.text, token.line, token.col, token.start, token.end, token.comments)

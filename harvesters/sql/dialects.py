@@ -15,7 +15,11 @@ import attrs
 from sqlglot import exp
 from sqlglot.tokens import Token
 
-from harvesters.sql.forms import FormFix, replace_into_fix
+from harvesters.sql.forms import (
+    DIRECTORY_FORMAT,
+    FormFix,
+    replace_into_fix,
+)
 from harvesters.sql.identifier_clause import name_tokens
 from harvesters.sql.scripting import flatten_blocks
 from harvesters.sql.tsql import fix_tokens as _tsql_fix_tokens
@@ -228,6 +232,7 @@ def _spark(sqlglot_name: str, **rules: Any) -> DialectRules:
         pseudo_tables=frozenset({"identifier"}),
         token_fix=name_tokens(sqlglot_name),  # IDENTIFIER('db.t') names a table: see identifier_clause.py
         token_fix_when=re.compile(r"\bIDENTIFIER\s*\(", re.IGNORECASE),
+        form_fixes=(DIRECTORY_FORMAT,),
         **rules,
     )
 

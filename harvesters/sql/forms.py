@@ -16,6 +16,7 @@ import attrs
 from sqlglot.tokens import Token, TokenType
 
 from harvesters.sql.retokenize import command_string, string_tokens, tokenizer
+from harvesters.sql.tsql import skip_group
 
 #: Rewrites a batch's tokens, given with the batch's text.
 Rewrite = Callable[[list[Token], str], list[Token]]
@@ -98,9 +99,60 @@ def replace_into_fix(dialect: str) -> FormFix:
 _REPLACE_WORDS = re.compile(r"REPLACE\s+[^\s(]|_PRIORITY\b|DELAYED\b", re.IGNORECASE)
 
 
+# ---- INSERT OVERWRITE DIRECTORY ... USING <format> (Spark, Databricks) -----------------------------------------------
+
+
+def _directory_format(tokens: list[Token], text: str) -> list[Token]:
+    """`INSERT OVERWRITE [LOCAL] DIRECTORY ['path'] USING <format> [OPTIONS (...)] <query>`: the `USING ... OPTIONS
+    (...)` clause dropped, which sqlglot reads only in Hive's form (`ROW FORMAT ...`, `STORED AS ...`). A path given
+    only in the options (`OPTIONS ('path' '/x')`) is put in as an empty string. Files are written, no table: the
+    query's tables are read."""
+    out: list[Token] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        out.append(token)
+        i += 1
+        if token.text.upper() != "DIRECTORY" or i < 2 or _word(tokens, i - 2) not in ("OVERWRITE", "LOCAL"):
+            continue
+        path = i < len(tokens) and tokens[i].token_type == TokenType.STRING
+        using = i + 1 if path else i
+        if using >= len(tokens) or tokens[using].token_type != TokenType.USING:
+            continue
+        end = _name_end(tokens, using + 1)  # (a format may be a class name: org.apache.spark.sql.json)
+        if _word(tokens, end) == "OPTIONS":
+            end = skip_group(tokens, end + 1)
+        out.append(tokens[i] if path else _put(TokenType.STRING, "", tokens[using]))
+        i = end
+    return out
+
+
+DIRECTORY_FORMAT = FormFix("directory_format", ("DIRECTORY",), re.compile(r"DIRECTORY\b", re.IGNORECASE),
+                           _directory_format)
+
+
 # ---- helpers ---------------------------------------------------------------------------------------------------------
 
 
 def _retyped(token: Token, kind: TokenType) -> Token:
     """``token`` read as another kind (its text and place kept)."""
     return Token(kind, token.text, token.line, token.col, token.start, token.end, token.comments)
+
+
+def _word(tokens: list[Token], index: int) -> str:
+    return tokens[index].text.upper() if index < len(tokens) else ""
+
+
+def _put(kind: TokenType, text: str, at: Token) -> Token:
+    """A word put in the place of ``at``."""
+    return Token(kind, text, at.line, at.col, at.start, at.end)
+
+
+def _name_end(tokens: list[Token], i: int) -> int:
+    """Index just after the name starting at ``i``: parts joined by dots, or by dashes (a BigQuery project,
+    ``my-project.ds.t``)."""
+    i += 1
+    while i + 1 < len(tokens) and tokens[i].token_type in (TokenType.DOT, TokenType.DASH) \
+            and tokens[i + 1].token_type not in (TokenType.SEMICOLON, TokenType.L_PAREN):
+        i += 2
+    return i

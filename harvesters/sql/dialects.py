@@ -17,6 +17,7 @@ from sqlglot.tokens import Token
 
 from harvesters.sql.forms import (
     DIRECTORY_FORMAT,
+    PARTITION_IF_NOT_EXISTS,
     FormFix,
     replace_into_fix,
 )
@@ -232,7 +233,7 @@ def _spark(sqlglot_name: str, **rules: Any) -> DialectRules:
         pseudo_tables=frozenset({"identifier"}),
         token_fix=name_tokens(sqlglot_name),  # IDENTIFIER('db.t') names a table: see identifier_clause.py
         token_fix_when=re.compile(r"\bIDENTIFIER\s*\(", re.IGNORECASE),
-        form_fixes=(DIRECTORY_FORMAT,),
+        form_fixes=(DIRECTORY_FORMAT, PARTITION_IF_NOT_EXISTS),
         **rules,
     )
 
@@ -299,7 +300,8 @@ DIALECTS: dict[str, DialectRules] = {
     "spark": _spark("spark", name="spark"),
     "spark2": _spark("spark2", name="spark2"),
     "databricks": _spark("databricks", name="databricks", use_target="schema"),
-    "hive": DialectRules("hive", sqlglot="hive", database_is_schema=True, rename_keeps_schema=True),
+    "hive": DialectRules("hive", sqlglot="hive", database_is_schema=True, rename_keeps_schema=True,
+                         form_fixes=(PARTITION_IF_NOT_EXISTS,)),
     "mysql": DialectRules("mysql", sqlglot="mysql", form_fixes=(replace_into_fix("mysql"),)),
     "sqlite": DialectRules("sqlite", sqlglot="sqlite", form_fixes=(replace_into_fix("sqlite"),)),
     "singlestore": DialectRules("singlestore", sqlglot="singlestore", form_fixes=(replace_into_fix("singlestore"),)),

@@ -485,7 +485,9 @@ class _Analyzer:
 
     def _insert(self, node: exp.Insert) -> None:
         target = _unwrap_schema(node.this)
-        mode = _CREATE if node.args.get("overwrite") else _WRITE
+        # Hive's `INSERT OVERWRITE TABLE t PARTITION (...) IF NOT EXISTS` (read as `exists`, see forms.py) may leave the
+        # rows in place: not "created by this text"
+        mode = _CREATE if node.args.get("overwrite") and not node.args.get("exists") else _WRITE
         self._lineage("INSERT", [node], [(target, mode)] if isinstance(target, exp.Table) else [], [target])
 
     def _multitable_insert(self, node: exp.MultitableInserts) -> None:

@@ -131,6 +131,31 @@ DIRECTORY_FORMAT = FormFix("directory_format", ("DIRECTORY",), re.compile(r"DIRE
                            _directory_format)
 
 
+# ---- INSERT ... PARTITION (...) IF NOT EXISTS (Hive, Spark) ----------------------------------------------------------
+
+
+def _partition_if_not_exists(tokens: list[Token], text: str) -> list[Token]:
+    """`INSERT OVERWRITE TABLE t PARTITION (d='1') IF NOT EXISTS <query>` (the partition is written only if it is
+    missing): sqlglot's INSERT reads `IF EXISTS` there, not `IF NOT EXISTS`, so NOT is dropped; the engine reads the
+    INSERT's `exists` as this condition (the table's rows may stay: a later read of it is still an input)."""
+    drop: set[int] = set()
+    inserting = False
+    for i, token in enumerate(tokens):
+        if token.token_type == TokenType.SEMICOLON:
+            inserting = False
+        elif token.token_type == TokenType.INSERT:
+            inserting = True
+        elif inserting and token.token_type == TokenType.PARTITION and _word(tokens, i + 1) == "(":
+            after = skip_group(tokens, i + 1)
+            if [_word(tokens, j) for j in range(after, after + 3)] == ["IF", "NOT", "EXISTS"]:
+                drop.add(after + 1)
+    return [t for i, t in enumerate(tokens) if i not in drop] if drop else tokens
+
+
+PARTITION_IF_NOT_EXISTS = FormFix("partition_if_not_exists", ("EXISTS",),
+                                  re.compile(r"\)\s*IF\s+NOT\s+EXISTS\b", re.IGNORECASE), _partition_if_not_exists)
+
+
 # ---- helpers ---------------------------------------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from sqlglot.tokens import Token
 from harvesters.sql.forms import (
     DIRECTORY_FORMAT,
     PARTITION_IF_NOT_EXISTS,
+    REPLACE_TABLE,
     FormFix,
     replace_into_fix,
 )
@@ -233,7 +234,7 @@ def _spark(sqlglot_name: str, **rules: Any) -> DialectRules:
         pseudo_tables=frozenset({"identifier"}),
         token_fix=name_tokens(sqlglot_name),  # IDENTIFIER('db.t') names a table: see identifier_clause.py
         token_fix_when=re.compile(r"\bIDENTIFIER\s*\(", re.IGNORECASE),
-        form_fixes=(DIRECTORY_FORMAT, PARTITION_IF_NOT_EXISTS),
+        form_fixes=(REPLACE_TABLE, DIRECTORY_FORMAT, PARTITION_IF_NOT_EXISTS),
         **rules,
     )
 

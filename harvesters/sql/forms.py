@@ -10,7 +10,7 @@ token positions stays right.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import attrs
 from sqlglot.tokens import Token, TokenType
@@ -156,6 +156,23 @@ PARTITION_IF_NOT_EXISTS = FormFix("partition_if_not_exists", ("EXISTS",),
                                   re.compile(r"\)\s*IF\s+NOT\s+EXISTS\b", re.IGNORECASE), _partition_if_not_exists)
 
 
+# ---- REPLACE TABLE (Spark, Databricks / Delta Lake) ------------------------------------------------------------------
+
+
+def _replace_table(tokens: list[Token], text: str) -> list[Token]:
+    """`REPLACE TABLE t ... [AS SELECT ...]` read as `CREATE OR REPLACE TABLE t ...` (it fails where t does not exist,
+    which changes nothing for lineage): t is written anew, the query read."""
+    out = list(tokens)
+    for i in sorted(_starts(tokens), reverse=True):  # (from the end: indices before stay valid)
+        if tokens[i].token_type == TokenType.REPLACE and _word(tokens, i + 1) == "TABLE":
+            at = tokens[i]
+            out[i:i] = [_put(TokenType.CREATE, "CREATE", at), _put(TokenType.OR, "OR", at)]
+    return out
+
+
+REPLACE_TABLE = FormFix("replace_table", ("REPLACE",), re.compile(r"REPLACE\s+TABLE\b", re.IGNORECASE), _replace_table)
+
+
 # ---- helpers ---------------------------------------------------------------------------------------------------------
 
 
@@ -171,6 +188,15 @@ def _word(tokens: list[Token], index: int) -> str:
 def _put(kind: TokenType, text: str, at: Token) -> Token:
     """A word put in the place of ``at``."""
     return Token(kind, text, at.line, at.col, at.start, at.end)
+
+
+def _starts(tokens: list[Token]) -> Iterator[int]:
+    """Indices of the tokens that open a statement: the first one and each after a `;`."""
+    opens = True
+    for index, token in enumerate(tokens):
+        if opens and token.token_type != TokenType.SEMICOLON:
+            yield index
+        opens = token.token_type == TokenType.SEMICOLON
 
 
 def _name_end(tokens: list[Token], i: int) -> int:

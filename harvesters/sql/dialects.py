@@ -16,6 +16,7 @@ from sqlglot import exp
 from sqlglot.tokens import Token
 
 from harvesters.sql.forms import (
+    CLONE_CLAUSES,
     DIRECTORY_FORMAT,
     PARTITION_IF_NOT_EXISTS,
     REPLACE_TABLE,
@@ -315,6 +316,9 @@ DIALECTS: dict[str, DialectRules] = {
         # CREATE PROCEDURE p() BEGIN ... END: the body runs when called; a script's blocks, IF, loops run now
         token_fix=flatten_blocks("bigquery", declare_sections=False),
         token_fix_when=re.compile(r"\b(?:BEGIN|IF|LOOP|WHILE|REPEAT|FOR)\b", re.IGNORECASE),
+        # a SNAPSHOT table is a read-only table (CREATE SNAPSHOT TABLE s CLONE t, DROP SNAPSHOT TABLE s)
+        ignored_create_words={"SNAPSHOT": frozenset({"TABLE"})},
+        form_fixes=(CLONE_CLAUSES,),
     ),
 }
 

@@ -173,6 +173,38 @@ def _replace_table(tokens: list[Token], text: str) -> list[Token]:
 REPLACE_TABLE = FormFix("replace_table", ("REPLACE",), re.compile(r"REPLACE\s+TABLE\b", re.IGNORECASE), _replace_table)
 
 
+# ---- CREATE TABLE t [DEEP | SHALLOW] CLONE s <clauses> (BigQuery, Spark, Databricks) ---------------------------------
+
+
+def _clone_source_only(tokens: list[Token], text: str) -> list[Token]:
+    """`CREATE [OR REPLACE] [SNAPSHOT] TABLE t [DEEP | SHALLOW] CLONE s <clauses>`: DEEP (the default) is dropped and
+    so is everything after the source's name up to the statement's end, which sqlglot's parser does not read: a time
+    travel (BigQuery `FOR SYSTEM_TIME AS OF <constant>`, Delta `VERSION AS OF n` / `TIMESTAMP AS OF '...'`), `OPTIONS
+    (...)`, `LOCATION '...'`, `TBLPROPERTIES (...)`. None of them reads a table (BigQuery's time is a constant
+    expression, no subquery); t is written, s read."""
+    drop: set[int] = set()
+    starts = set(_starts(tokens))
+    creating = False
+    for i, token in enumerate(tokens):
+        kind = token.token_type
+        if kind == TokenType.SEMICOLON:
+            creating = False
+        elif i in starts and kind in (TokenType.CREATE, TokenType.REPLACE):
+            creating = True  # (REPLACE: Spark's REPLACE TABLE, whichever of the rewrites runs first)
+        elif creating and token.text.upper() == "CLONE" and i + 1 < len(tokens):
+            if _word(tokens, i - 1) == "DEEP":
+                drop.add(i - 1)
+            end = _name_end(tokens, i + 1)
+            while end < len(tokens) and tokens[end].token_type != TokenType.SEMICOLON:
+                drop.add(end)
+                end += 1
+            creating = False
+    return [t for i, t in enumerate(tokens) if i not in drop] if drop else tokens
+
+
+CLONE_CLAUSES = FormFix("clone_clauses", ("CLONE",), re.compile(r"CLONE\b", re.IGNORECASE), _clone_source_only)
+
+
 # ---- helpers ---------------------------------------------------------------------------------------------------------
 
 

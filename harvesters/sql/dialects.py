@@ -235,7 +235,7 @@ def _spark(sqlglot_name: str, **rules: Any) -> DialectRules:
         pseudo_tables=frozenset({"identifier"}),
         token_fix=name_tokens(sqlglot_name),  # IDENTIFIER('db.t') names a table: see identifier_clause.py
         token_fix_when=re.compile(r"\bIDENTIFIER\s*\(", re.IGNORECASE),
-        form_fixes=(REPLACE_TABLE, DIRECTORY_FORMAT, PARTITION_IF_NOT_EXISTS),
+        form_fixes=(REPLACE_TABLE, DIRECTORY_FORMAT, PARTITION_IF_NOT_EXISTS, CLONE_CLAUSES),
         **rules,
     )
 

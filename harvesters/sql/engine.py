@@ -772,22 +772,34 @@ class _Analyzer:
 
     def _rename_command(self, text: str) -> bool:
         """Synapse/SQL DW `RENAME OBJECT [::] [db.]s.a TO b` (the swap after a CTAS): b, in a's schema, holds a's
-        rows; MySQL / Teradata / Exasol `RENAME TABLE a TO b [, c TO d ...]`: b holds a's rows, named as written.
-        False when the text is neither form."""
+        rows; MySQL / Teradata / Exasol `RENAME TABLE a TO b [, c TO d ...]` and Oracle / Exasol `RENAME a TO b`: b
+        holds a's rows, named as written. False when the text is none of these forms."""
         if (pairs := _RENAME_TABLES.fullmatch(text)) is not None:
             renames = [(self._to_table(a), self._to_table(b)) for a, b in _RENAME_PAIR.findall(pairs.group(1))]
             if not renames or any(a is None or b is None for a, b in renames):
                 return False
             self._lineage("RENAME", [a for a, _ in renames], [(b, _WRITE) for _, b in renames])
             return True
-        match = re.fullmatch(r"\s*OBJECT\s*(?:::)?\s*(.+?)\s+TO\s+(\S+)\s*;?\s*", text, re.IGNORECASE | re.DOTALL)
-        source = self._to_table(match.group(1)) if match else None
-        new = self._to_table(match.group(2)) if match else None
-        if match is None or source is None or new is None:
+        # (OBJECT a whole word: Oracle's `RENAME objects_old TO objects` is a pair)
+        match = re.fullmatch(r"\s*OBJECT\b\s*(?:::)?\s*(.+?)\s+TO\s+(\S+)\s*;?\s*", text, re.IGNORECASE | re.DOTALL)
+        if match is None:
+            return self._rename_pair(text)
+        source, new = self._to_table(match.group(1)), self._to_table(match.group(2))
+        if source is None or new is None:
             return False
         target = source.copy()
         target.set("this", new.this)
         self._lineage("RENAME", [source], [(target, _WRITE)])
+        return True
+
+    def _rename_pair(self, text: str) -> bool:
+        """Oracle `RENAME a TO b` (a table, a view; a sequence or synonym cannot be told apart here): b holds a's rows.
+        False when the text is not one pair of names."""
+        pair = _RENAME_ONE.fullmatch(text)
+        old, new = (self._to_table(pair.group(1)), self._to_table(pair.group(2))) if pair else (None, None)
+        if old is None or new is None:
+            return False
+        self._lineage("RENAME", [old], [(new, _WRITE)])
         return True
 
     def _is_definition(self, text: str) -> bool:
@@ -1310,6 +1322,8 @@ _RENAME_NAME = r"(?:`[^`]*`|\"[^\"]*\"|\[[^\]]*\]|[^\s,;`\"\[])+"
 _RENAME_PAIR = re.compile(rf"({_RENAME_NAME})\s+(?:TO|AS)\s+({_RENAME_NAME})", re.IGNORECASE)
 _RENAME_TABLES = re.compile(rf"\s*TABLES?\s+((?:{_RENAME_PAIR.pattern})(?:\s*,\s*{_RENAME_PAIR.pattern})*)\s*;?\s*",
                             re.IGNORECASE)
+# Oracle's `RENAME a TO b` (the text after RENAME).
+_RENAME_ONE = re.compile(rf"\s*{_RENAME_PAIR.pattern}\s*;?\s*", re.IGNORECASE)
 # `ALTER <kind> [IF EXISTS] a RENAME TO b` for the kinds sqlglot keeps as an opaque command (the text after ALTER).
 _ALTER_RENAME = re.compile(rf"\s*((?:ICEBERG|DYNAMIC|EXTERNAL)\s+TABLE|MATERIALIZED\s+VIEW)\s+(?:IF\s+EXISTS\s+)?"
                            rf"({_RENAME_NAME})\s+RENAME\s+TO\s+({_RENAME_NAME})\s*;?\s*", re.IGNORECASE)

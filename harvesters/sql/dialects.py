@@ -298,6 +298,10 @@ DIALECTS: dict[str, DialectRules] = {
         _CLICKHOUSE_DICTIONARY_FUNCTIONS, ((0,), ()))),
     # Athena runs DDL on Hive (`backquoted` names) and queries on Trino; logs and scripts mix the two quotings.
     "athena": DialectRules("athena", sqlglot="athena", fallbacks=("hive",)),
+    # Athena runs its queries on Presto (engine v2) and Trino (v3): logs labelled so hold Athena's own statements too
+    # (UNLOAD (<query>) TO 's3://...'), which only its parser reads.
+    "presto": DialectRules("presto", sqlglot="presto", fallbacks=("athena",)),
+    "trino": DialectRules("trino", sqlglot="trino", fallbacks=("athena",)),
     "sparksql": _spark("spark", name="sparksql"),
     "spark": _spark("spark", name="spark"),
     "spark2": _spark("spark2", name="spark2"),

@@ -731,6 +731,10 @@ class _Analyzer:
             # Redshift UNLOAD ('<query>') TO 's3://...': the query's tables are read; the files are no dataset
             self.types[keyword] = None
             self._dynamic(re.sub(r"''|\\'", "'", unload.group(1)))
+        elif keyword == "UNLOAD" and (unload := _UNLOAD_QUERY.fullmatch(text)):
+            # Athena UNLOAD (<query>) TO 's3://...' [WITH (...)]: the same, the query written as it is
+            self.types[keyword] = None
+            self._dynamic(unload.group(1))
         elif keyword == "DECLARE" and (cursor := _CURSOR.match(text)):
             self.types["DECLARE"] = None
             self._cursor_query(_CURSOR_OPTIONS.sub("", cursor.group(1)))
@@ -1329,6 +1333,8 @@ _ALTER_RENAME = re.compile(rf"\s*((?:ICEBERG|DYNAMIC|EXTERNAL)\s+TABLE|MATERIALI
                            rf"({_RENAME_NAME})\s+RENAME\s+TO\s+({_RENAME_NAME})\s*;?\s*", re.IGNORECASE)
 # Redshift UNLOAD's query: a literal in parentheses, its quotes doubled or backslash-escaped.
 _UNLOAD = re.compile(r"\s*\(\s*'((?:[^'\\]|''|\\.)*)'\s*\)", re.DOTALL)
+# Athena UNLOAD's query: in parentheses, before `TO '<location>' [WITH (<options>)]`.
+_UNLOAD_QUERY = re.compile(r"\s*\((.*)\)\s*TO\s+'[^']*'\s*(?:WITH\s*\(.*\))?\s*;?\s*", re.IGNORECASE | re.DOTALL)
 
 
 #: Tokens the tokenizer may let swallow the rest of the statement as one string (T-SQL's FETCH is a command word of

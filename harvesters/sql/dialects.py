@@ -130,6 +130,11 @@ class DialectRules:
     # `ALTER TABLE s.t RENAME TO t2` leaves t2 in s (Postgres, Redshift, Vertica, Spark, Hive, BigQuery: a rename
     # cannot move a table); elsewhere (Snowflake, MySQL) an unqualified new name is taken in the current schema.
     rename_keeps_schema: bool = False
+    # Reserved words sqlglot's parser takes for a table's name when written unquoted (casefolded): `DELETE FROM table
+    # t` is invalid SQL, not a table named `table` aliased t (one so named is written quoted: "table", [table]).
+    # Such a name is no dataset and the statement is reported unparseable. BigQuery, ClickHouse and Spark (unless in
+    # ANSI mode) do not reserve TABLE.
+    reserved_names: frozenset[str] = frozenset({"table"})
 
 
 # Where a separator line is not one: inside a string literal, a comment or a quoted name (one pass of C regex).
@@ -236,6 +241,7 @@ def _spark(sqlglot_name: str, **rules: Any) -> DialectRules:
         token_fix=name_tokens(sqlglot_name),  # IDENTIFIER('db.t') names a table: see identifier_clause.py
         token_fix_when=re.compile(r"\bIDENTIFIER\s*\(", re.IGNORECASE),
         form_fixes=(REPLACE_TABLE, DIRECTORY_FORMAT, PARTITION_IF_NOT_EXISTS, CLONE_CLAUSES),
+        reserved_names=frozenset(),  # TABLE is reserved only in ANSI mode
         **rules,
     )
 
@@ -295,7 +301,7 @@ DIALECTS: dict[str, DialectRules] = {
     ),
     # dictGet*(dict, ...) / dictHas(dict, key) ...: a lookup in a dictionary, a stored object loaded from a table.
     "clickhouse": DialectRules("clickhouse", sqlglot="clickhouse", table_functions=dict.fromkeys(
-        _CLICKHOUSE_DICTIONARY_FUNCTIONS, ((0,), ()))),
+        _CLICKHOUSE_DICTIONARY_FUNCTIONS, ((0,), ())), reserved_names=frozenset()),
     # Athena runs DDL on Hive (`backquoted` names) and queries on Trino; logs and scripts mix the two quotings.
     "athena": DialectRules("athena", sqlglot="athena", fallbacks=("hive",)),
     # Athena runs its queries on Presto (engine v2) and Trino (v3): logs labelled so hold Athena's own statements too
@@ -323,6 +329,7 @@ DIALECTS: dict[str, DialectRules] = {
         # a SNAPSHOT table is a read-only table (CREATE SNAPSHOT TABLE s CLONE t, DROP SNAPSHOT TABLE s)
         ignored_create_words={"SNAPSHOT": frozenset({"TABLE"})},
         form_fixes=(CLONE_CLAUSES,),
+        reserved_names=frozenset(),
     ),
 }
 

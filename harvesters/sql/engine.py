@@ -930,6 +930,10 @@ class _Analyzer:
             return _Name(last.name, last.name.casefold(), last.name, True)
         if len(parts) == 1 and last.name.casefold() in self.rules.pseudo_tables:  # a trigger's `FROM inserted`
             return None
+        if len(parts) == 1 and not last.args.get("quoted") and last.name.casefold() in self.rules.reserved_names:
+            # `DELETE FROM table t`: invalid SQL sqlglot reads as a table named `table` (see DialectRules)
+            self.errors.append(f"unparseable: {last.name.upper()} is a reserved word, no table's name")
+            return None
         if len(parts) == 2 and last.args.get("quoted") and parts[0].name.casefold() in self.rules.path_formats:
             return None  # Spark `parquet.`/data/x``: files read (or written) without a table
         texts = [self._ident(p) for p in parts]

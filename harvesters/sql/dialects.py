@@ -19,6 +19,7 @@ from harvesters.sql.forms import (
     CLONE_CLAUSES,
     DIRECTORY_FORMAT,
     PARTITION_IF_NOT_EXISTS,
+    POPULATE,
     REPLACE_TABLE,
     FormFix,
     replace_into_fix,
@@ -301,7 +302,7 @@ DIALECTS: dict[str, DialectRules] = {
     ),
     # dictGet*(dict, ...) / dictHas(dict, key) ...: a lookup in a dictionary, a stored object loaded from a table.
     "clickhouse": DialectRules("clickhouse", sqlglot="clickhouse", table_functions=dict.fromkeys(
-        _CLICKHOUSE_DICTIONARY_FUNCTIONS, ((0,), ())), reserved_names=frozenset()),
+        _CLICKHOUSE_DICTIONARY_FUNCTIONS, ((0,), ())), reserved_names=frozenset(), form_fixes=(POPULATE,)),
     # Athena runs DDL on Hive (`backquoted` names) and queries on Trino; logs and scripts mix the two quotings.
     "athena": DialectRules("athena", sqlglot="athena", fallbacks=("hive",)),
     # Athena runs its queries on Presto (engine v2) and Trino (v3): logs labelled so hold Athena's own statements too

@@ -205,6 +205,21 @@ def _clone_source_only(tokens: list[Token], text: str) -> list[Token]:
 CLONE_CLAUSES = FormFix("clone_clauses", ("CLONE",), re.compile(r"CLONE\b", re.IGNORECASE), _clone_source_only)
 
 
+# ---- CREATE MATERIALIZED VIEW ... POPULATE AS <query> (ClickHouse) ---------------------------------------------------
+
+
+def _populate(tokens: list[Token], text: str) -> list[Token]:
+    """`CREATE MATERIALIZED VIEW v [TO t] [ENGINE = ...] POPULATE AS <query>`: POPULATE (fill the view with the rows
+    the query gives now, not only with later inserts) is dropped; sqlglot's parser rejects it and kept the statement
+    as an opaque command."""
+    drop = {i for i, token in enumerate(tokens) if token.token_type != TokenType.STRING
+            and token.text.upper() == "POPULATE" and _word(tokens, i + 1) == "AS"}
+    return [t for i, t in enumerate(tokens) if i not in drop] if drop else tokens
+
+
+POPULATE = FormFix("populate", ("POPULATE",), re.compile(r"POPULATE\s+AS\b", re.IGNORECASE), _populate)
+
+
 # ---- helpers ---------------------------------------------------------------------------------------------------------
 
 

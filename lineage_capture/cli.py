@@ -54,7 +54,27 @@ def _command(name: str) -> Callable[..., int]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``lineage-capture``: dispatch to the subcommand; the exit code is the subcommand's."""
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _dispatch(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:  # `lineage-capture config | head -1`: the reader left; no traceback about it
+        _quiet_stdout()
+        return 1
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: Python flushes it once more at exit, which would raise again."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # (stdout already closed or not a file)
+        pass
+    finally:
+        os.close(devnull)
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] in COMMANDS:
         command = _command(argv[0])
         if "prog" in inspect.signature(command).parameters:

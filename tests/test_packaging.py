@@ -4,7 +4,9 @@ dependencies or in the extra of the part that imports it."""
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
 import sys
 from importlib.metadata import packages_distributions
 
@@ -66,3 +68,17 @@ def test_every_imported_third_party_module_is_declared() -> None:
         if not names & declared:
             undeclared.append(f"{module} ({', '.join(sorted(names))}) imported by {', '.join(sorted(where))}")
     assert undeclared == []
+
+
+@pytest.mark.parametrize("argv", [["config"], ["graph", "show"], ["--help"]])
+def test_a_reader_leaving_the_pipe_gets_no_traceback(tmp_path, argv: list[str]) -> None:
+    """`lineage-capture config | head -1`: the reader closes the pipe first; the command ends without a word."""
+    env = {**os.environ, "LINEAGE_CAPTURE_STATE_DIR": str(tmp_path), "OPENLINEAGE_CONFIG": str(tmp_path / "none.yml")}
+    read, write = os.pipe()
+    os.close(read)  # no reader at all: the first write fails with EPIPE
+    try:
+        run = subprocess.run([sys.executable, "-m", "lineage_capture", *argv], stdout=write, stderr=subprocess.PIPE,
+                             env=env, timeout=60)
+    finally:
+        os.close(write)
+    assert b"Traceback" not in run.stderr and b"BrokenPipe" not in run.stderr, run.stderr.decode()

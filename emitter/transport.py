@@ -274,7 +274,23 @@ def create_transport(transport: Mapping[str, Any] | None, announce: bool = True,
                          f"{redact(str(error))}") from None
     if transport.get("type") == "file" and announce and announce_file:
         _announce_file(str(transport.get("log_file_path")), announce_file if callable(announce_file) else _stderr)
+    if str(transport.get("type")).lower() == "console":
+        _show_console_events()
     return built
+
+
+def _show_console_events() -> None:
+    """openlineage-python's console transport logs each event at INFO on its own logger, which nothing shows in a
+    process that configured no logging (ours): a user who chose ``console`` saw nothing, with every event counted
+    delivered. The events go to stderr, one JSON line each, unless the host already handles that logger."""
+    logger = logging.getLogger("openlineage.client.transport.console")
+    if logger.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False  # (a root handler of the host's would print each event twice)
 
 
 def _warn_two_credentials(transport: Mapping[str, Any]) -> None:

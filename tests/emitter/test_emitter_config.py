@@ -2,7 +2,11 @@
 openlineage-spark keys onto openlineage-python transports."""
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -219,3 +223,24 @@ def test_credentials_in_the_url_beside_an_auth_setting_are_warned_about(tmp_path
                       "user and password are sent (HTTP Basic) and the api key is not; remove one of them")]
                     if warned else [])
     assert "k3y" not in caplog.text and "pw@" not in caplog.text
+
+
+CONSOLE_PROGRAM = """
+from datetime import datetime, timezone
+from emitter.emitter import Emitter
+from emitter.records import JobRef, JobType, RunRecord
+emitter = Emitter.from_config({"transport.type": "console"})
+emitter.emit(RunRecord("START", datetime(2024, 1, 1, tzinfo=timezone.utc), JobRef("ns", "job"),
+                       "01900000-0000-7000-8000-0000000000a0", JobType("QUERY", "SQLSERVER")))
+print(emitter.close())
+"""
+
+
+def test_the_console_transport_shows_each_event(tmp_path):
+    """openlineage-python's console transport logs at INFO, which no handler showed here: nothing was printed,
+    while every event counted as delivered."""
+    env = {**os.environ, "LINEAGE_CAPTURE_STATE_DIR": str(tmp_path), "OPENLINEAGE_CONFIG": str(tmp_path / "no.yml")}
+    run = subprocess.run([sys.executable, "-c", CONSOLE_PROGRAM], capture_output=True, text=True, env=env, timeout=60,
+                         check=True)
+    events = [json.loads(line) for line in run.stderr.splitlines() if line.startswith("{")]
+    assert [(e["eventType"], e["job"]["name"]) for e in events] == [("START", "job")]

@@ -252,6 +252,8 @@ def finish_harvest(label: str, args: argparse.Namespace, emitter: Any, checkpoin
         note = f"{undelivered}; {note}"
     if window_note:
         note = f"{window_note}; {note}"
+    if getattr(getattr(emitter, "config", None), "disabled", False):  # ("runs emitted" alone read as if sent)
+        note = f"emission disabled (OPENLINEAGE_DISABLED or disabled: true): no event was sent; {note}"
     print(summary_line(label, harvest, grouper, grouper.open_count if args.state else 0, note), file=sys.stderr)
     if harvest.counts.to_look_at() or counts.corrupt:  # (before 3: the spool is sent again by itself, a skipped
         return EXIT_SKIPPED                                # input is not, and no later run says it again)

@@ -613,3 +613,16 @@ def test_unparseable_marker_statement_still_starts_a_new_run(tmp_path):
     assert code == 1  # the unparseable statement is counted ...
     runs = [e["run"]["runId"] for e in events if e["job"]["name"] == "python_task.task1"]
     assert len(set(runs)) == 2  # ... and still marks the start of a new task run
+
+
+@pytest.mark.parametrize(("where", "disabled"), [("env", True), ("conf", True), ("none", False)])
+def test_a_disabled_emission_says_nothing_was_sent(tmp_path, capsys, monkeypatch, where, disabled):
+    """'runs emitted' alone read as if the events had gone out, with OPENLINEAGE_DISABLED or disabled: true set."""
+    if where == "env":
+        monkeypatch.setenv("OPENLINEAGE_DISABLED", "true")
+    log = write_log(tmp_path / "all.xml", sample_events())
+    extra = ["--conf", "disabled=true"] if where == "conf" else []
+    code, events = harvest(tmp_path, "--xml", str(log), *extra)
+    summary = capsys.readouterr().err.strip().splitlines()[-1]
+    assert (code, len(events) == 0) == (0, disabled)
+    assert ("emission disabled (OPENLINEAGE_DISABLED or disabled: true): no event was sent" in summary) == disabled

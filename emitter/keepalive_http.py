@@ -75,6 +75,10 @@ def _described(error: BaseException, timeout: float) -> str:
     """An error in words: asyncio's and the socket module's timeouts say nothing (``TimeoutError: ``)."""
     if isinstance(error, TimeoutError):  # asyncio.TimeoutError and socket.timeout are TimeoutError (3.11)
         return f"no answer within {timeout:g} s"
+    if isinstance(error, ssl.SSLCertVerificationError):  # (an OSError whose errno 1 read "Operation not permitted")
+        return f"TLS certificate verify failed: {error.verify_message} (transport.verify / a CA bundle)"
+    if isinstance(error, ssl.SSLError):
+        return f"TLS error: {error.reason or error}"
     if isinstance(error, OSError) and isinstance(error.errno, int) and error.errno > 0:
         return os.strerror(error.errno)  # asyncio says "Connect call failed (...)" for a refused connection
     if isinstance(error, OSError) and error.strerror:

@@ -8,7 +8,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import http.server
 import json
+import ssl
+import subprocess
+import threading
 
 import pytest
 
@@ -244,13 +248,17 @@ def test_retry_after_is_honoured_up_to_a_few_seconds(how, backend_kwargs, reques
 @pytest.mark.parametrize("case,words", [
     ("closed-port", "Connection refused (3 attempts)"),
     ("hanging", "no answer within 0.5 s (1 attempt)"),
+    # an OSError of errno 1: it read "Operation not permitted"
+    ("self-signed-certificate", "TLS certificate verify failed: self-signed certificate"),
 ])
-def test_a_failure_for_now_says_what_happened_in_words(how, case, words):
+def test_a_failure_for_now_says_what_happened_in_words(how, case, words, tmp_path):
     """urllib3's ``MaxRetryError: None: Max retries exceeded ... (Caused by ...)`` and an empty ``TimeoutError``
     said nothing a user could act on."""
     with contextlib.ExitStack() as stack:
         if case == "hanging":
             url = stack.enter_context(Backend(hang=True)).url
+        elif case == "self-signed-certificate":
+            url = stack.enter_context(_tls_server(tmp_path))
         else:
             url = f"http://127.0.0.1:{free_port()}"
         transport = create_transport({"type": "http", "url": url, "timeout": 0.5, "retry": FAST_RETRY},
@@ -260,3 +268,22 @@ def test_a_failure_for_now_says_what_happened_in_words(how, case, words):
         transport.close()
     message = str(raised.value)
     assert words in message and "None" not in message and "Max retries" not in message, message
+
+
+@contextlib.contextmanager
+def _tls_server(tmp_path):
+    """An HTTPS listener on 127.0.0.1 with a self-signed certificate (made by openssl): yields its URL."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -110,7 +110,8 @@ def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
 def pythonize_transport(transport: Mapping[str, Any]) -> dict[str, Any]:
     """Map Java-style transport keys onto openlineage-python's, recursively for composite transports."""
     out = dict(transport)
-    kind = str(out.get("type", "")).lower()
+    kind = str(out.get("type", "")).strip()
+    kind = kind if "." in kind else kind.lower()  # (a class path is imported: its case is the module's and class's)
     out["type"] = kind
     for java_key, (python_key, convert) in JAVA_TO_PYTHON_KEYS.get(kind, {}).items():
         if java_key in out:

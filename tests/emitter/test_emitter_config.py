@@ -40,6 +40,8 @@ CASES = [
                          "transport.properties.bootstrap.servers": "k:9092"}, None, {},
      {"type": "kafka", "topic": "lineage", "config": {"bootstrap": {"servers": "k:9092"}}},
      "explicit configuration"),
+    ("custom-class-path-keeps-its-case", {"transport.type": "openlineage.client.transport.console.ConsoleTransport"},
+     None, {}, {"type": "openlineage.client.transport.console.ConsoleTransport"}, "explicit configuration"),
     ("composite", {"transport.type": "composite", "transport.transports.a.type": "console",
                    "transport.transports.b.type": "file", "transport.transports.b.location": "/tmp/b.jsonl"},
      None, {}, {"type": "composite", "transports": {"a": {"type": "console"},

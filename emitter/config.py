@@ -71,6 +71,9 @@ class EmitterConfig:
     spool_dir: Path
     spool_max_bytes: int
     disabled: bool = False
+    #: openlineage-python's ``filters``: events of the jobs they name are not sent (``{type: exact, match: name}``,
+    #: ``{type: regex, regex: pattern}``)
+    filters: tuple[Mapping[str, Any], ...] = ()
 
 
 def _positive_seconds(value: Any, per_second: float) -> float:
@@ -308,7 +311,18 @@ def load_config(overrides: Mapping[str, Any] | None = None) -> EmitterConfig:
         transport = {"type": "file", "log_file_path": str(events_file), "append": True}
         source = "embedded default"
     return EmitterConfig(transport=transport, source=source, spool_dir=spool_dir,
-                         spool_max_bytes=spool_max, disabled=disabled)
+                         spool_max_bytes=spool_max, disabled=disabled, filters=_filters(merged.get("filters")))
+
+
+def _filters(value: Any) -> tuple[Mapping[str, Any], ...]:
+    """The ``filters`` list (a JSON-valued ``OPENLINEAGE__FILTERS`` too); anything else is a configuration error
+    (openlineage-python fails on it as well, less clearly)."""
+    if value is None or value == []:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(f, Mapping) for f in value):
+        raise ValueError("filters must be a list of {type: exact, match: <job name>} or {type: regex, regex: "
+                         "<pattern>}")
+    return tuple(value)
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, str]:

@@ -66,6 +66,7 @@ class Counts:
     dropped: int = 0  # lost: the spool was full or unwritable, or an event could not be built
     dead_lettered: int = 0  # rejected by the backend for good; kept in the dead-letter file
     corrupt: int = 0  # spooled records a replay found torn or corrupt and skipped: their events are lost
+    filtered: int = 0  # not sent: their job matches a configured filter (openlineage-python's ``filters``)
 
     def copy(self) -> Counts:
         return attrs.evolve(self)

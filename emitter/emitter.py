@@ -17,7 +17,7 @@ import os
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from emitter.config import EmitterConfig, load_config
 from emitter.delivery import Counts, Delivery
@@ -64,6 +64,8 @@ class Emitter:
         """``delivery_process``: deliver over HTTP from a second process (:mod:`emitter.delivery_process`) when
         the machine has a second core; for a process that does nothing else, like a harvest."""
         self.config = config
+        self._filters = job_filters(config.filters)
+        self._filtered = 0  # (kept here: a delivery child's counts replace the delivery's whole)
         # One spool per destination (recorded with it): `lineage-capture replay` sends its events where they were going.
         self.spool = Spool(config.spool_dir, config.spool_max_bytes, describe_destination(config.transport))
         self.retry_after = retry_after
@@ -113,7 +115,9 @@ class Emitter:
     @property
     def counts(self) -> Counts:
         """What happened to the events so far (updated by the delivery)."""
-        return self.delivery.counts
+        counts = self.delivery.counts
+        counts.filtered = self._filtered
+        return counts
 
     def emit(self, record: RunRecord) -> None:
         """Hand one record over. Never raises: failures end in the spool or in ``counts.dropped``."""
@@ -180,8 +184,8 @@ class Emitter:
                     self._log_failure_once("close", error)
                 counts = self.counts.copy()
                 log.info("lineage events: %d delivered, %d spooled, %d replayed from spool, %d dead-lettered, "
-                         "%d dropped", counts.delivered, counts.spooled, counts.replayed, counts.dead_lettered,
-                         counts.dropped)
+                         "%d dropped%s", counts.delivered, counts.spooled, counts.replayed, counts.dead_lettered,
+                         counts.dropped, f", {counts.filtered} left out by the filters" if counts.filtered else "")
                 if self.spool.pending_bytes():
                     log.warning("%d bytes of lineage events wait in %s; run `lineage-capture replay` once the "
                                 "backend is reachable (the next run also replays them)",
@@ -243,6 +247,10 @@ class Emitter:
     def _send(self, record: RunRecord) -> None:
         if self.config.disabled or self._transport is None:
             return
+        # openlineage-python's filters read only the event's job name, which a record has as the event will
+        if self._filters and any(f.filter_event(cast(Any, record)) is None for f in self._filters):
+            self._filtered += 1
+            return
         self.delivery.submit(event_dict(record))
 
     def _log_failure_once(self, kind: str, error: BaseException) -> None:
@@ -250,6 +258,23 @@ class Emitter:
             self._failure_kinds.add(kind)
             log.warning("lineage %s failed (%s: %s); further failures of this kind are counted, not logged",
                         kind, type(error).__name__, redact(str(error)))
+
+
+def job_filters(configs: tuple[Mapping[str, Any], ...]) -> list[Any]:
+    """openlineage-python's event filters (``openlineage.client.filter``) for the ``filters`` setting; one it cannot
+    build is refused with its reason."""
+    if not configs:
+        return []
+    from openlineage.client.filter import FilterConfig, create_filter
+
+    built = []
+    for conf in configs:
+        made = create_filter(FilterConfig(type=conf.get("type"), match=conf.get("match"), regex=conf.get("regex")))
+        if made is None:
+            raise ValueError(f"filter {dict(conf)} cannot be used: give type exact with match, or type regex with "
+                             "regex")
+        built.append(made)
+    return built
 
 
 def _cores() -> int:

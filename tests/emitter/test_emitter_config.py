@@ -246,3 +246,42 @@ def test_the_console_transport_shows_each_event(tmp_path):
                          check=True)
     events = [json.loads(line) for line in run.stderr.splitlines() if line.startswith("{")]
     assert [(e["eventType"], e["job"]["name"]) for e in events] == [("START", "job")]
+
+
+FILTERS_YML = """transport:
+  type: file
+  log_file_path: {out}
+filters:
+  - type: exact
+    match: task.s1
+  - type: regex
+    regex: "solo.*"
+"""
+
+
+def test_filters_leave_out_the_jobs_they_name_as_openlineage_python_does(tmp_path, monkeypatch):
+    from datetime import datetime, timezone
+
+    from emitter.records import JobRef, JobType, RunRecord
+
+    out = tmp_path / "e.jsonl"
+    (tmp_path / "openlineage.yml").write_text(FILTERS_YML.format(out=out))
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", str(tmp_path / "openlineage.yml"))
+    monkeypatch.setenv("LINEAGE_CAPTURE_STATE_DIR", str(tmp_path))
+    emitter = Emitter.from_config()
+    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    for i, name in enumerate(["task.s1", "task.s10", "solo1", "task.solo", "task"]):
+        emitter.emit(RunRecord("START", t0, JobRef("ns", name), f"01900000-0000-7000-8000-00000000000{i}",
+                               JobType("QUERY", "SQLSERVER")))
+    counts = emitter.close()
+    sent = [json.loads(line)["job"]["name"] for line in out.read_text().splitlines()]
+    # exact is the whole name; a regex matches at the name's start (re.match), as openlineage-python applies them
+    assert (sent, counts.filtered, counts.delivered) == (["task.s10", "task.solo", "task"], 2, 3)
+
+
+@pytest.mark.parametrize("filters", ['"not a list"', "[{type: exact}]", "[{type: glob, match: x}]"])
+def test_a_filter_that_cannot_be_used_is_refused(tmp_path, monkeypatch, filters):
+    (tmp_path / "openlineage.yml").write_text(f"transport:\n  type: console\nfilters: {filters}\n")
+    monkeypatch.setenv("OPENLINEAGE_CONFIG", str(tmp_path / "openlineage.yml"))
+    with pytest.raises(ValueError, match="filter"):
+        Emitter.from_config()

@@ -127,6 +127,8 @@ def pythonize_transport(transport: Mapping[str, Any]) -> dict[str, Any]:
         out.setdefault("append", True)
     if kind == "http" and isinstance(out.get("retry"), Mapping):
         out["retry"] = {k: _number(v) for k, v in out["retry"].items()}  # SparkConf values arrive as strings
+    if kind in ("http", "async_http") and "customHeaders" in out and "custom_headers" not in out:
+        out["custom_headers"] = out.pop("customHeaders")  # (openlineage-python 1.54 reads only the snake_case key)
     if kind == "http" and isinstance(out.get("verify"), str):
         out["verify"] = _truthy(out["verify"])
     if kind == "http" and isinstance(out.get("auth"), Mapping):

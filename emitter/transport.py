@@ -51,7 +51,7 @@ def unknown_transport_keys(transport: Mapping[str, Any]) -> list[str]:
     if fields is None:
         return []
     # openlineage-python accepts camelCase spellings of a few snake_case fields
-    fields |= {"sslContext", "sslcontext", "customHeaders", "apiKey"}
+    fields |= {"sslContext", "sslcontext", "apiKey"}  # (customHeaders: read as custom_headers by emitter.config)
     unknown = sorted(k for k in transport if k not in fields and k not in _FACTORY_KEYS)
     if transport.get("type") == "composite":
         subs = transport.get("transports") or ()

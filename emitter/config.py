@@ -123,8 +123,8 @@ def pythonize_transport(transport: Mapping[str, Any]) -> dict[str, Any]:
                 out[python_key] = convert(value)
             except (TypeError, ValueError) as error:  # named: "could not convert string to float" says too little
                 raise ValueError(f"transport.{java_key} cannot be used: {error}") from error
-    if kind == "file":
-        out.setdefault("append", True)
+    if kind == "file":  # one JSON-lines file by default; debug_mode (a file per event, named by job) as there
+        out.setdefault("append", not _truthy(out.get("debug_mode", False)))
     if kind == "http" and isinstance(out.get("retry"), Mapping):
         out["retry"] = {k: _number(v) for k, v in out["retry"].items()}  # SparkConf values arrive as strings
     if kind in ("http", "async_http") and "customHeaders" in out and "custom_headers" not in out:

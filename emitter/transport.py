@@ -88,7 +88,8 @@ def _json_lines_file_transport() -> type:
             self._lost = 0
 
         def emit(self, event: Any) -> None:
-            if not (isinstance(event, dict) and self.config.append and not self.config._needs_fsspec()):
+            if not (isinstance(event, dict) and self.config.append and not self.config._needs_fsspec()
+                    and not getattr(self.config, "debug_mode", False)):  # (debug mode: a file per event, stock)
                 return super().emit(event)
             with self._lock:
                 if self._fd is None:
@@ -273,7 +274,8 @@ def create_transport(transport: Mapping[str, Any] | None, announce: bool = True,
         raise ValueError(f"cannot build the {transport.get('type')!r} OpenLineage transport: "
                          f"{redact(str(error))}") from None
     if transport.get("type") == "file" and announce and announce_file:
-        _announce_file(str(transport.get("log_file_path")), announce_file if callable(announce_file) else _stderr)
+        _announce_file(str(transport.get("log_file_path")), announce_file if callable(announce_file) else _stderr,
+                       appended=bool(transport.get("append")) and not transport.get("debug_mode"))
     if str(transport.get("type")).lower() == "console":
         _show_console_events()
     return built
@@ -307,12 +309,13 @@ def _warn_two_credentials(transport: Mapping[str, Any]) -> None:
                     auth_type, "api key" if auth_type == "api_key" else "token")
 
 
-def _announce_file(path: str, say: Callable[[str], None]) -> None:
+def _announce_file(path: str, say: Callable[[str], None], appended: bool = True) -> None:
     """The file transport's path is said once per process, so a user finds the events."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     if path not in _announced_files:
         _announced_files.add(path)
-        say(f"lineage events are appended to {path}")
+        say(f"lineage events are appended to {path}" if appended else
+            f"lineage events are written to {path}-<time>....json, a file each (append: false or debug_mode)")
 
 
 def _stderr(text: str) -> None:

@@ -541,15 +541,9 @@ class Ingester:
             chunks = read_chunks(path_text, offset, line)
         try:
             for records, bad, ignored, nlines, offset, line in chunks:
-                for lineno, reason in bad:
-                    self.report.add_bad(key, lineno, reason)
-                self.report.ignored += ignored
-                self.report.lines += nlines
-                self._begin()
-                self._store(records)
+                self._take(records, bad, ignored, nlines, key)
                 self._save_offset(key, st, offset, line, head)
-                if self.pending >= COMMIT_EVENTS:
-                    self._commit()
+                self._commit_when_full()
         finally:
             if hasattr(chunks, "close"):
                 chunks.close()
@@ -610,13 +604,19 @@ class Ingester:
             self._store_lines([rest], line, name)
 
     def _store_lines(self, lines: list[bytes], line: int, name: str) -> None:
-        records, bad, ignored, nlines = parse_lines(lines, line)
+        self._take(*parse_lines(lines, line), name)
+        self._commit_when_full()
+
+    def _take(self, records: list[Record], bad: list[tuple[int, str]], ignored: int, nlines: int, name: str) -> None:
+        """Count a parsed chunk's lines (its bad ones named) and store its records in the open transaction."""
         for lineno, reason in bad:
             self.report.add_bad(name, lineno, reason)
         self.report.ignored += ignored
         self.report.lines += nlines
         self._begin()
         self._store(records)
+
+    def _commit_when_full(self) -> None:
         if self.pending >= COMMIT_EVENTS:
             self._commit()
 

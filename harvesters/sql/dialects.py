@@ -298,7 +298,9 @@ DIALECTS: dict[str, DialectRules] = {
         sqlglot="postgres",
         rename_keeps_schema=True,
         # SELECT SWAP_PARTITIONS_BETWEEN_TABLES('staging', min, max, 'target') moves staging -> target.
-        table_functions={"SWAP_PARTITIONS_BETWEEN_TABLES": ((0,), (3,))},
+        # COPY/MOVE_PARTITIONS_TO_TABLE('src', min, max, 'target') and COPY_TABLE('src', 'target') copy src's rows
+        table_functions={"SWAP_PARTITIONS_BETWEEN_TABLES": ((0,), (3,)), "COPY_PARTITIONS_TO_TABLE": ((0,), (3,)),
+                         "MOVE_PARTITIONS_TO_TABLE": ((0,), (3,)), "COPY_TABLE": ((0,), (1,))},
     ),
     # dictGet*(dict, ...) / dictHas(dict, key) ...: a lookup in a dictionary, a stored object loaded from a table.
     "clickhouse": DialectRules("clickhouse", sqlglot="clickhouse", table_functions=dict.fromkeys(

@@ -318,6 +318,9 @@ DIALECTS: dict[str, DialectRules] = {
     "hive": DialectRules("hive", sqlglot="hive", database_is_schema=True, rename_keeps_schema=True,
                          form_fixes=(PARTITION_IF_NOT_EXISTS,)),
     "mysql": DialectRules("mysql", sqlglot="mysql", form_fixes=(replace_into_fix("mysql"),)),
+    # a VOLATILE table lives for the session, as a TEMPORARY one: no dataset (lineage flows through it)
+    "teradata": DialectRules("teradata", sqlglot="teradata",
+                             temporary_properties=(exp.TemporaryProperty, exp.VolatileProperty)),
     "sqlite": DialectRules("sqlite", sqlglot="sqlite", form_fixes=(replace_into_fix("sqlite"),)),
     "singlestore": DialectRules("singlestore", sqlglot="singlestore", form_fixes=(replace_into_fix("singlestore"),)),
     "bigquery": DialectRules(

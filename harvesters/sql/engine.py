@@ -551,7 +551,7 @@ class _Analyzer:
         name = self._name(target)
         properties = node.args.get("properties")
         temporary = self.rules.temporary_properties
-        if name and properties and any(isinstance(p, temporary) for p in properties.expressions):
+        if name and properties and any(_is_temporary(p, temporary) for p in properties.expressions):
             name = self._as_temp(name)
         words = self._create_words(target)
         # IF NOT EXISTS may leave an existing table (and its rows) in place: not "created by this text"; so does
@@ -1452,6 +1452,15 @@ def _name_text(tokens: list[Token], start: int, text: str) -> str:
     if start >= len(tokens):
         return ""
     return text[tokens[start].start : tokens[end].end + 1]
+
+
+def _is_temporary(prop: exp.Expr, temporary: tuple[type[exp.Expr], ...]) -> bool:
+    """A CREATE property making the object session-scoped (see DialectRules.temporary_properties). sqlglot reads
+    Teradata's `CREATE MULTISET VOLATILE TABLE` with a function's VOLATILE stability, not as a VolatileProperty."""
+    if isinstance(prop, temporary):
+        return True
+    return exp.VolatileProperty in temporary and isinstance(prop, exp.StabilityProperty) \
+        and prop.name.upper() == "VOLATILE"
 
 
 def _drop_create_words(tokens: list[Token], ignored: dict[str, frozenset[str]]) -> list[Token]:

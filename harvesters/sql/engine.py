@@ -779,15 +779,11 @@ class _Analyzer:
         rows; MySQL / Teradata / Exasol `RENAME TABLE a TO b [, c TO d ...]` and Oracle / Exasol `RENAME a TO b`: b
         holds a's rows, named as written. False when the text is none of these forms."""
         if (pairs := _RENAME_TABLES.fullmatch(text)) is not None:
-            renames = [(self._to_table(a), self._to_table(b)) for a, b in _RENAME_PAIR.findall(pairs.group(1))]
-            if not renames or any(a is None or b is None for a, b in renames):
-                return False
-            self._lineage("RENAME", [a for a, _ in renames], [(b, _WRITE) for _, b in renames])
-            return True
+            return self._rename_pairs(pairs.group(1))
         # (OBJECT a whole word: Oracle's `RENAME objects_old TO objects` is a pair)
         match = re.fullmatch(r"\s*OBJECT\b\s*(?:::)?\s*(.+?)\s+TO\s+(\S+)\s*;?\s*", text, re.IGNORECASE | re.DOTALL)
-        if match is None:
-            return self._rename_pair(text)
+        if match is None:  # Oracle `RENAME a TO b` (a table, a view; a sequence or synonym cannot be told apart here)
+            return _RENAME_ONE.fullmatch(text) is not None and self._rename_pairs(text)
         source, new = self._to_table(match.group(1)), self._to_table(match.group(2))
         if source is None or new is None:
             return False
@@ -796,14 +792,12 @@ class _Analyzer:
         self._lineage("RENAME", [source], [(target, _WRITE)])
         return True
 
-    def _rename_pair(self, text: str) -> bool:
-        """Oracle `RENAME a TO b` (a table, a view; a sequence or synonym cannot be told apart here): b holds a's rows.
-        False when the text is not one pair of names."""
-        pair = _RENAME_ONE.fullmatch(text)
-        old, new = (self._to_table(pair.group(1)), self._to_table(pair.group(2))) if pair else (None, None)
-        if old is None or new is None:
+    def _rename_pairs(self, pairs: str) -> bool:
+        """`a TO b [, c TO d ...]`: each new name holds the old one's rows. False when a name is no table's."""
+        renames = [(self._to_table(a), self._to_table(b)) for a, b in _RENAME_PAIR.findall(pairs)]
+        if not renames or any(a is None or b is None for a, b in renames):
             return False
-        self._lineage("RENAME", [old], [(new, _WRITE)])
+        self._lineage("RENAME", [a for a, _ in renames], [(b, _WRITE) for _, b in renames])
         return True
 
     def _is_definition(self, text: str) -> bool:

@@ -256,11 +256,12 @@ def _table_part(name: str) -> str:
 
 
 #: Statement types that never name what a text does to tables (``SET NOCOUNT ON; INSERT ...`` is an insert,
-#: ``IF @@ROWCOUNT = 0 RETURN`` then ``UPDATE ...`` an update; transactions and control of flow name nothing).
+#: ``IF @@ROWCOUNT = 0 RETURN`` then ``UPDATE ...`` an update; transactions and control of flow name nothing: an IF's
+#: condition reported alone, reading a table, is a ``query``).
 NO_LINEAGE_TYPES = frozenset({
     "SET", "USE", "DECLARE", "BEGIN", "COMMIT", "ROLLBACK", "PRINT", "TRANSACTION", "BEGIN TRANSACTION", "SAVE",
     "END", "RETURN", "BREAK", "CONTINUE", "GOTO", "THROW", "RAISERROR", "WAITFOR", "ENABLE", "DISABLE", "OPEN",
-    "FETCH", "CLOSE", "DEALLOCATE",
+    "FETCH", "CLOSE", "DEALLOCATE", "IF", "WHILE",
 })
 
 

@@ -196,6 +196,9 @@ class _Analyzer:
         self.temp_aliases = {".".join(self._qualify(w.split("."))).casefold(): w for w in written}
         self.temp_keys: set[str] = written | set(self.temp_aliases)
         self.types: dict[str, None] = {}
+        #: IF / WHILE conditions without a statement: the type of a text that is only that (Extended Events report
+        #: an IF's or a WHILE's condition as a statement of its own; it reads the tables it names)
+        self.headers: dict[str, None] = {}
         self.errors: list[str] = []
         self.depth = 0
         self.text = ""  # the batch being read (statement nodes point into it)
@@ -211,6 +214,8 @@ class _Analyzer:
             for batch in batches:
                 self._batch(batch)
         errors = list(dict.fromkeys(self.errors))
+        if not self.types:
+            self.types = self.headers
         if not errors and not self.types:
             errors = ["empty: no SQL statement"]
         error = None
@@ -703,9 +708,11 @@ class _Analyzer:
             self.types[condition.alias.upper()] = None
             self._lineage(None, [condition.this])
             return
+        bodies = [node.args.get(k) for k in ("true", "false", "body")] if condition is not None else [node]
         if condition is not None:
             self._lineage(None, [condition])  # typed by the statements inside
-        bodies = [node.args.get(k) for k in ("true", "false", "body")] if condition is not None else [node]
+            if not any(_has_statement(body) for body in bodies):
+                self.headers["WHILE" if isinstance(node, exp.WhileBlock) else "IF"] = None
         for body in bodies:
             if isinstance(body, exp.Block):
                 for statement in body.expressions:
@@ -1418,6 +1425,13 @@ def _holds_command(node: exp.Expr) -> bool:
     if isinstance(node, exp.Command):
         return True
     return isinstance(node, (exp.IfBlock, exp.WhileBlock)) and node.find(exp.Command) is not None
+
+
+def _has_statement(body: object) -> bool:
+    """Whether an IF / WHILE body holds a statement (a block cut from its header holds only None)."""
+    if isinstance(body, exp.Block):
+        return any(statement is not None for statement in body.expressions)
+    return isinstance(body, exp.Expr)
 
 
 def _control_word(node: exp.Expr) -> str | None:

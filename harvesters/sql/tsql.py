@@ -217,11 +217,14 @@ def _condition(p: _Pass, i: int) -> int | None:
         elif depth == 0 and _opens_statement(p, j):
             break
         j += 1
-    if j == i + 1 or j >= p.n or depth:
-        return None  # no statement follows (a header alone): left to the engine
+    if j == i + 1 or depth:
+        return None
     word, first = p.tokens[i], p.tokens[i + 1]
+    # A header alone (Extended Events report an IF's or a WHILE's condition as a statement of its own) keeps its
+    # word: the engine types it by its block. Before a statement, WHILE is written as IF (the two read the same).
+    keyword = word.text.upper() if j >= p.n else "IF"
     p.out.append(Token(TokenType.SEMICOLON, ";", word.line, word.col, word.start, word.end))
-    p.out.append(Token(TokenType.VAR, "IF", word.line, word.col, word.start, word.end))  # (WHILE reads the same)
+    p.out.append(Token(TokenType.VAR, keyword, word.line, word.col, word.start, word.end))
     p.out.append(Token(TokenType.L_PAREN, "(", first.line, first.col, first.start, first.start))
     # The walk goes on through the condition, so the rules that read expressions (table hints, `UPDATE(col)`...)
     # apply there too; fix_tokens closes it with `) ;` on reaching `j`.
@@ -559,6 +562,8 @@ def fix_tokens(tokens: list[Token], text: str) -> tuple[list[Token], list[tuple[
                 p.depth = max(p.depth - 1, 0)
             p.out.append(tokens[i])
             i += 1
+    if p.condition_end >= 0:  # a header alone: its condition runs to the batch's end
+        _close_condition(p, p.n)
     return p.out, p.into_spans
 
 

@@ -110,6 +110,9 @@ class DialectRules:
     # Whether INSERT/UPDATE/DELETE/MERGE may name a CTE of the statement (T-SQL's updatable CTEs): the write goes
     # to the CTE's one base table. Elsewhere a target is always a table, even one named like a CTE.
     writes_through_ctes: bool = False
+    # `UPDATE t ... FROM t AS a JOIN ...` / `DELETE t FROM t AS a ...`: the one FROM reference to the target's table,
+    # aliased or not, is the target itself (SQL Server's rule), not a read. Elsewhere (Postgres) it is a self-join.
+    aliased_reference_is_target: bool = False
     # SQL Server's prepared and cursor calls (`sp_prepexec`, `sp_cursoropen`, ...): the statement they carry is
     # read like sp_executesql's (see harvesters/sql/prepared.py).
     prepared_calls: bool = False
@@ -199,6 +202,7 @@ _TSQL: dict[str, Any] = dict(
     cte_self_reference_recursive=True,
     commands_end_at_new_statements=True,
     writes_through_ctes=True,
+    aliased_reference_is_target=True,
     opaque_commands=frozenset({
         "BACKUP", "RESTORE", "CHECKPOINT", "DBCC", "DENY", "RECONFIGURE", "SHUTDOWN", "REVERT", "SETUSER",
         "READTEXT", "WRITETEXT", "UPDATETEXT", "ENABLE", "DISABLE",  # ENABLE / DISABLE TRIGGER

@@ -460,7 +460,13 @@ class _Analyzer:
         `writes` are written."""
         if kind:
             self.types[kind] = None
+        scopes = list(scopes)
         skipped = {id(node) for node in skip if node is not None}
+        ctes = _ctes(scopes) if self.rules.writes_through_ctes else {}
+        if ctes:
+            # a write through a CTE goes to its base table, whose reference in the CTE is the target, no read
+            writes = [(_through_cte(t, ctes) if isinstance(t, exp.Table) else t, mode) for t, mode in writes]
+            skipped.update(id(t) for t, _ in writes if isinstance(t, exp.Table))
         for scope in scopes:
             if scope is None:
                 continue
@@ -470,10 +476,7 @@ class _Analyzer:
                     self._read(name)
             for name in self._function_tables(scope, 0):
                 self._read(name)
-        ctes = _ctes(scopes) if self.rules.writes_through_ctes else {}
         for target, mode in writes:
-            if ctes and isinstance(target, exp.Table):
-                target = _through_cte(target, ctes)
             name = target if isinstance(target, _Name) or target is None else self._name(target)
             if name:
                 self._write(name, mode)
@@ -525,7 +528,7 @@ class _Analyzer:
     def _update(self, node: exp.Update) -> None:
         target = node.this
         candidates = _source_tables(node.args.get("from_"), target)
-        resolved = _resolve_target(target, candidates)
+        resolved = _resolve_target(target, candidates, self.rules.aliased_reference_is_target)
         self._lineage("UPDATE", [node], [(resolved, _WRITE)], [target, resolved])
 
     def _delete(self, node: exp.Delete) -> None:
@@ -534,7 +537,7 @@ class _Analyzer:
         using = node.args.get("using")
         targets = [t for t in (node.args.get("tables") or [this]) if isinstance(t, exp.Expr)]
         candidates = _source_tables(this, *(using if isinstance(using, list) else []))
-        resolved = [_resolve_target(t, candidates) for t in targets]
+        resolved = [_resolve_target(t, candidates, self.rules.aliased_reference_is_target) for t in targets]
         self._lineage("DELETE", [node], [(t, _WRITE) for t in resolved], [*targets, *resolved])
 
     def _merge(self, node: exp.Merge) -> None:
@@ -1114,9 +1117,9 @@ def _through_cte(target: exp.Table, ctes: dict[str, exp.Expr]) -> exp.Table | No
     return target
 
 
-def _resolve_target(target: exp.Expr, candidates: list[exp.Table]) -> exp.Expr:
+def _resolve_target(target: exp.Expr, candidates: list[exp.Table], aliased_self: bool) -> exp.Expr:
     """`UPDATE t ... FROM x AS t` / `DELETE t FROM x AS t`: the target is the table aliased t; in
-    `UPDATE dbo.t ... FROM dbo.t JOIN ...` the unaliased FROM entry of the same name is the target itself."""
+    `UPDATE dbo.t ... FROM dbo.t [AS a] JOIN ...` the FROM entry of the same name is the target itself."""
     if not isinstance(target, exp.Table) or target.args.get("alias"):
         return target
     if not target.args.get("db"):
@@ -1125,10 +1128,13 @@ def _resolve_target(target: exp.Expr, candidates: list[exp.Table]) -> exp.Expr:
             if candidate is not target and candidate.alias and candidate.alias.casefold() == name:
                 return candidate
     parts = _parts_key(target)
-    for candidate in candidates:
-        if candidate is not target and not candidate.alias and _parts_key(candidate) == parts:
+    same = [c for c in candidates if c is not target and _parts_key(c) == parts]
+    for candidate in same:
+        if not candidate.alias:
             return candidate
-    return target
+    # ``aliased_self`` (SQL Server): the one reference to the same table in FROM is the target, aliased or not
+    # (`DELETE dbo.t FROM dbo.t AS x JOIN ...`); of several, the one without an alias
+    return same[0] if aliased_self and len(same) == 1 else target
 
 
 def _parts_key(table: exp.Table) -> tuple[str, ...]:

@@ -165,8 +165,9 @@ _TABLE_KINDS = frozenset({"TABLE", "EXTERNAL TABLE", "DYNAMIC TABLE"})
 _CREATE_HEAD_CHARS = 200
 _CREATE_WORD = re.compile(r"\bCREATE\b", re.IGNORECASE)
 _QUERIES = (exp.Select, exp.SetOperation, exp.Subquery, exp.Values)
-# Subtrees whose tables are not read: foreign-key REFERENCES targets.
-_PRUNE = (exp.Reference,)
+# Subtrees whose tables are not read: foreign-key REFERENCES targets, a temporal table's HISTORY_TABLE (attached or
+# created empty, nothing read from it).
+_PRUNE = (exp.Reference, exp.WithSystemVersioningProperty)
 # T-SQL definitions that run to the end of their batch: first keywords -> statement type.
 _DEFINITIONS = {"PROC": "PROCEDURE", "PROCEDURE": "PROCEDURE", "FUNCTION": "FUNCTION", "TRIGGER": "TRIGGER"}
 

@@ -401,6 +401,45 @@ def _table_storage(p: _Pass, i: int) -> int | None:
     return None
 
 
+def _key_index_kind(p: _Pass, i: int) -> int | None:
+    """A column's ``PRIMARY KEY CLUSTERED`` / ``UNIQUE NONCLUSTERED`` without a column list (as SSMS and the temporal
+    table docs write them): the index kind, which sqlglot then expects a column list after, is dropped."""
+    if p.statement != TokenType.CREATE or p.tokens[i].text.upper() not in ("CLUSTERED", "NONCLUSTERED"):
+        return None
+    if not p.out or p.out[-1].token_type not in (TokenType.PRIMARY_KEY, TokenType.UNIQUE):
+        return None
+    return None if p.kind(i + 1) == TokenType.L_PAREN else i + 1
+
+
+def _fulltext_language(p: _Pass, i: int) -> int | None:
+    """``, LANGUAGE <term>`` inside ``CONTAINS`` / ``FREETEXT`` / ``CONTAINSTABLE`` / ``FREETEXTTABLE``: the word
+    breaker's language, which sqlglot rejects, is dropped (the full-text table is read all the same)."""
+    if not p.depth or p.tokens[i].text.upper() != "LANGUAGE" or not p.out or p.out[-1].token_type != TokenType.COMMA:
+        return None
+    j = i + 1
+    while j < p.n and p.kinds[j] == TokenType.PARAMETER:  # @language
+        j += 1
+    if j >= p.n or p.kinds[j] in (TokenType.COMMA, TokenType.R_PAREN):
+        return None
+    p.out.pop()
+    return j + 1
+
+
+def _into_filegroup(p: _Pass, i: int) -> int | None:
+    """``SELECT ... INTO t ON <filegroup> FROM ...`` (SQL Server 2017+): where the new table is stored, which sqlglot
+    rejects, is dropped."""
+    if p.depth or p.statement != TokenType.SELECT:
+        return None
+    end = skip_name(p.tokens, i + 1)
+    if end + 1 >= p.n or p.kinds[end] != TokenType.ON:
+        return None
+    after = skip_name(p.tokens, end + 1)
+    if after < p.n and p.kinds[after] not in (TokenType.FROM, TokenType.SEMICOLON):
+        return None
+    p.out.extend(p.tokens[i:end])
+    return after
+
+
 def _where_current_of(p: _Pass, i: int) -> int | None:
     """``UPDATE / DELETE ... WHERE CURRENT OF [GLOBAL] c``: the row a cursor stands on; the condition, which sqlglot
     rejects, is dropped (the table written is the same)."""
@@ -511,6 +550,10 @@ RULES: tuple[TokenRule, ...] = (
     TokenRule("table_storage", frozenset({TokenType.VAR, TokenType.ALIAS}), frozenset({TokenType.CREATE}),
               _table_storage),
     TokenRule("where_current_of", frozenset({TokenType.WHERE}), frozenset({TokenType.WHERE}), _where_current_of),
+    TokenRule("key_index_kind", frozenset({TokenType.VAR}), frozenset({TokenType.PRIMARY_KEY, TokenType.UNIQUE}),
+              _key_index_kind),
+    TokenRule("fulltext_language", frozenset({TokenType.VAR}), frozenset({TokenType.VAR}), _fulltext_language),
+    TokenRule("into_filegroup", frozenset({TokenType.INTO}), frozenset({TokenType.INTO}), _into_filegroup),
 )
 
 

@@ -499,7 +499,14 @@ class _Analyzer:
         # Hive's `INSERT OVERWRITE TABLE t PARTITION (...) IF NOT EXISTS` (read as `exists`, see forms.py) may leave the
         # rows in place: not "created by this text"
         mode = _CREATE if node.args.get("overwrite") and not node.args.get("exists") else _WRITE
-        self._lineage("INSERT", [node], [(target, mode)] if isinstance(target, exp.Table) else [], [target])
+        # T-SQL's composable DML, `INSERT ... SELECT ... FROM (MERGE t ... OUTPUT ...) AS c`: the inner statement
+        # writes its own target (no read) and reads its sources; its OUTPUT rows flow into the INSERT's target
+        nested = [n for n in node.find_all(exp.Merge, exp.Update, exp.Delete)
+                  if n.find_ancestor(exp.Merge, exp.Update, exp.Delete, exp.Insert) is node]  # (not a MERGE's actions)
+        for statement in nested:
+            self._statement(statement)
+        writes = [(target, mode)] if isinstance(target, exp.Table) else []
+        self._lineage("INSERT", [node], writes, [target, *(n.this for n in nested)])
 
     def _multitable_insert(self, node: exp.MultitableInserts) -> None:
         """Snowflake/Oracle `INSERT [OVERWRITE] ALL|FIRST [WHEN ... THEN] INTO t1 ... SELECT ... FROM src` and

@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         runs = []
         for _ in range(max(1, args.repeat)):
             start = time.perf_counter()
-            result = table_lineage(case["sql"], case["dialect"], case.get("database"), case.get("schema"))
+            result = table_lineage(case["sql"], case["dialect"], case.get("database"), case.get("schema"),
+                                   temp_tables=case.get("temp_tables", ()))  # (as the tests' case format)
             runs.append((time.perf_counter() - start) * 1000)
         elapsed = statistics.median(runs)
         times.append(elapsed)

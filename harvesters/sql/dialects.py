@@ -16,11 +16,14 @@ from sqlglot import exp
 from sqlglot.tokens import Token
 
 from harvesters.sql.forms import (
+    ANONYMOUS_PROCEDURES,
+    ASYNC_STATEMENTS,
     CLONE_CLAUSES,
     DIRECTORY_FORMAT,
     PARTITION_IF_NOT_EXISTS,
     POPULATE,
     REPLACE_TABLE,
+    SNOWFLAKE_TABLE_CLAUSES,
     FormFix,
     replace_into_fix,
 )
@@ -123,6 +126,8 @@ class DialectRules:
     # `inserted` / `deleted` (statements run by a trigger reach the session's log with them); Spark's
     # `IDENTIFIER` of `INSERT INTO IDENTIFIER(:param)`, a table known only at run time.
     pseudo_tables: frozenset[str] = frozenset()
+    # `TABLE('db.s.t')` names the table t (Snowflake's table literal; sqlglot reads it as rows from a string).
+    table_literals: bool = False
     # A bare name starting with `#` is a session's temp table (Redshift; T-SQL's parser marks its own `#t`).
     hash_names_are_temp: bool = False
     # `<format>.`<path>``: a query straight over files (Spark's parquet.`/data/x`), no table (casefolded formats).
@@ -284,10 +289,13 @@ DIALECTS: dict[str, DialectRules] = {
             "SECURE": frozenset({"RECURSIVE"}),  # (SECURE only hides the view's text)
         },
         clauses_last=(("USING", "TEMPLATE"),),
+        form_fixes=(SNOWFLAKE_TABLE_CLAUSES, ASYNC_STATEMENTS, ANONYMOUS_PROCEDURES),
+        table_literals=True,
         # Objects that hold no rows of their own or run only later (a TASK's or PIPE's statement is logged
-        # when it runs; a STREAM is an offset on its table): their definitions have no lineage.
+        # when it runs; a STREAM is an offset on its table; a SEMANTIC VIEW describes tables for Cortex Analyst,
+        # no query): their definitions have no lineage.
         definition_objects=_DEFINITIONS
-        | {"ALERT", "INTEGRATION", "PIPE", "POLICY", "RULE", "SECRET", "STREAM", "TASK"},
+        | {"ALERT", "INTEGRATION", "PIPE", "POLICY", "RULE", "SECRET", "SEMANTIC", "STREAM", "TASK"},
         system_objects=(
             r"(?:[^.]+\.)?information_schema\.[^.]+",  # every database's INFORMATION_SCHEMA views
             r"snowflake\.[^.]+\.[^.]+",  # the shared SNOWFLAKE database: ACCOUNT_USAGE, ORGANIZATION_USAGE, ...

@@ -875,6 +875,11 @@ class _Analyzer:
     def _function_tables(self, node: exp.Expr, side: int) -> Iterator[_Name]:
         """Tables named by the input (`side` 0) or output (1) arguments of the dialect's table functions under
         `node`: a string (`'db.t'`) or a name (ClickHouse `dictGet(db.dict, ...)`)."""
+        if self.rules.table_literals and side == 0:
+            for rows in node.find_all(exp.TableFromRows):  # Snowflake's table literal, TABLE('db.s.t'): t is read
+                if isinstance(rows.this, exp.Literal) and rows.this.is_string:
+                    if (name := self._name(self._to_table(rows.this.name))) is not None:
+                        yield name
         if not self.rules.table_functions:
             return
         for call in node.find_all(exp.Anonymous):

@@ -220,6 +220,139 @@ def _populate(tokens: list[Token], text: str) -> list[Token]:
 POPULATE = FormFix("populate", ("POPULATE",), re.compile(r"POPULATE\s+AS\b", re.IGNORECASE), _populate)
 
 
+# ---- Snowflake: CREATE DYNAMIC / EXTERNAL TABLE clauses, ASYNC, anonymous procedures ---------------------------------
+
+
+def _snowflake_table_clauses(tokens: list[Token], text: str) -> list[Token]:
+    """Clauses of a Snowflake CREATE [DYNAMIC | EXTERNAL] TABLE head sqlglot 30 rejects (it kept the statement as an
+    opaque command or failed: the table was lost), read with the same lineage:
+
+    - ``IMMUTABLE WHERE (<condition>)`` (rows the dynamic table keeps as they are): dropped;
+    - ``BACKFILL FROM t`` (the dynamic table starts from a copy of t's rows): dropped, and t read by a ``SELECT *
+      FROM t`` put after the statement;
+    - ``WITH LOCATION = @stage/path/`` of an external table: the optional WITH dropped;
+    - an external table's column ``c T AS <expression>`` without parentheses: the expression parenthesised.
+    """
+    out: list[Token] = []
+    backfills: list[list[Token]] = []
+    starts = set(_starts(tokens))
+    creating, external, in_query, depth, i = False, False, False, 0, 0
+    while i < len(tokens):
+        token = tokens[i]
+        kind, word = token.token_type, token.text.upper()
+        if kind == TokenType.SEMICOLON:
+            out.extend(_backfill_reads(backfills, token))
+            creating, external, in_query, depth = False, False, False, 0
+        elif i in starts:
+            creating = kind == TokenType.CREATE
+            # (the word EXTERNAL itself is gone by now: see DialectRules.ignored_create_words)
+            external = creating and _EXTERNAL_HEAD.match(text, token.start) is not None
+        elif creating and not in_query:
+            if kind == TokenType.L_PAREN:
+                depth += 1
+            elif kind == TokenType.R_PAREN:
+                depth -= 1
+            elif depth == 0 and kind == TokenType.ALIAS:
+                in_query = True  # the dynamic table's query: left as it is
+            elif depth == 0 and word == "IMMUTABLE" and _word(tokens, i + 1) == "WHERE":
+                i = skip_group(tokens, i + 2)
+                continue
+            elif depth == 0 and word == "BACKFILL" and _word(tokens, i + 1) == "FROM":
+                end = _name_end(tokens, i + 2)
+                backfills.append(tokens[i + 2 : end])
+                i = end
+                continue
+            elif depth == 0 and kind == TokenType.WITH and _word(tokens, i + 1) == "LOCATION":
+                i += 1
+                continue
+            elif external and depth == 1 and kind == TokenType.ALIAS and _word(tokens, i + 1) != "(":
+                end = _expression_end(tokens, i + 1)
+                out.extend([token, _put(TokenType.L_PAREN, "(", token), *tokens[i + 1 : end],
+                            _put(TokenType.R_PAREN, ")", tokens[end - 1])])
+                i = end
+                continue
+        out.append(token)
+        i += 1
+    out.extend(_backfill_reads(backfills, tokens[-1]))
+    return out
+
+
+def _backfill_reads(backfills: list[list[Token]], at: Token) -> list[Token]:
+    """``; SELECT * FROM t`` for each BACKFILL FROM source noted (then forgotten)."""
+    reads: list[Token] = []
+    for name in backfills:
+        reads += [_put(TokenType.SEMICOLON, ";", at), _put(TokenType.SELECT, "SELECT", name[0]),
+                  _put(TokenType.STAR, "*", name[0]), _put(TokenType.FROM, "FROM", name[0]), *name]
+    backfills.clear()
+    return reads
+
+
+def _expression_end(tokens: list[Token], i: int) -> int:
+    """Index of the `,` or `)` ending, at its own depth, the expression starting at ``i``."""
+    depth = 0
+    while i < len(tokens):
+        kind = tokens[i].token_type
+        if kind == TokenType.L_PAREN:
+            depth += 1
+        elif kind == TokenType.R_PAREN:
+            if depth == 0:
+                return i
+            depth -= 1
+        elif kind in (TokenType.COMMA, TokenType.SEMICOLON) and depth == 0:
+            return i
+        i += 1
+    return i
+
+
+_EXTERNAL_HEAD = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?EXTERNAL\b", re.IGNORECASE)
+SNOWFLAKE_TABLE_CLAUSES = FormFix(
+    "snowflake_table_clauses", ("IMMUTABLE", "BACKFILL", "EXTERNAL"),
+    re.compile(r"\b(?:IMMUTABLE\s+WHERE|BACKFILL\s+FROM|WITH\s+LOCATION|AS\s+(?!\())", re.IGNORECASE),
+    _snowflake_table_clauses)
+
+
+def _async_statements(tokens: list[Token], text: str) -> list[Token]:
+    """Snowflake Scripting's ``ASYNC (<statement>)`` (run as a child job, awaited later): the statement itself, as it
+    runs; ``LET r RESULTSET := ASYNC (<query>)``: the query. sqlglot rejected the word, and the block's statements
+    after it were lost."""
+    out: list[Token] = []
+    closing: set[int] = set()
+    starts = set(_starts(tokens))
+    for i, token in enumerate(tokens):
+        if i in closing:
+            continue
+        if token.text.upper() == "ASYNC" and token.token_type != TokenType.STRING \
+                and _word(tokens, i + 1) == "(":
+            if i in starts or (i and tokens[i - 1].token_type in (TokenType.BEGIN, TokenType.SEMICOLON)):
+                closing.update({i + 1, skip_group(tokens, i + 1) - 1})  # a statement: its parentheses go too
+            continue
+        out.append(token)
+    return out
+
+
+ASYNC_STATEMENTS = FormFix("async_statements", ("ASYNC",), re.compile(r"\bASYNC\s*\(", re.IGNORECASE),
+                           _async_statements)
+
+
+def _anonymous_procedures(tokens: list[Token], text: str) -> list[Token]:
+    """``WITH p AS PROCEDURE (...) RETURNS ... AS $$<body>$$ [, q AS PROCEDURE ...] CALL p(...)`` (Snowflake's CALL
+    with an anonymous procedure, as dbt runs every Python model): the definitions are dropped, the CALL stays (a
+    procedure's body has no lineage of its own; the statements it runs are logged as they run)."""
+    if not tokens or tokens[0].token_type != TokenType.WITH or _word(tokens, 3) != "PROCEDURE":
+        return tokens
+    for i, token in enumerate(tokens):
+        if token.text.upper() == "CALL" and token.token_type in (TokenType.COMMAND, TokenType.VAR):
+            return tokens[i:]
+        if token.token_type == TokenType.SEMICOLON:
+            break
+    return tokens
+
+
+ANONYMOUS_PROCEDURES = FormFix("anonymous_procedures", ("PROCEDURE",),
+                               re.compile(r"^\s*WITH\s+\S+\s+AS\s+PROCEDURE\b", re.IGNORECASE),
+                               _anonymous_procedures)
+
+
 # ---- helpers ---------------------------------------------------------------------------------------------------------
 
 

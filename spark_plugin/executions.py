@@ -91,7 +91,9 @@ class ExecutionPoll:
                 break  # look again next time: it may well end before and be reported by the listener alone
             self._next += 1
             qe = self._sql_execution.getQueryExecution(execution_id)
-            if qe is None:
+            if qe is None or qe.getClass().getSimpleName() == "IncrementalExecution":
+                # a streaming micro-batch: the streaming listener reports it at the batch's end under a run of its
+                # own (spark_plugin/streaming.py); the QueryExecutionListener never ends a run started here
                 continue
             try:
                 qe_id = int(qe.id())

@@ -287,3 +287,32 @@ def test_streaming_listener_only_once_a_session_reads_a_stream(spark, workdir):
     assert seen == [0, 1, 1]
     assert app._streams == [] and not app.guard.failures  # detached at the end
     assert [e["eventType"] for e in events if e["job"]["name"] == APP] == ["START", "COMPLETE"]
+
+
+def slow_batch_to_memory(spark: Any, workdir: str) -> None:
+    """One micro-batch slower than the execution poll's interval (a Python UDF sleeping 1 s per row)."""
+    import time
+
+    from pyspark.sql.functions import udf
+
+    @udf("int")
+    def slow(a: int) -> int:
+        time.sleep(1.0)
+        return a
+
+    writer = _csv_stream(spark, workdir).select(slow("a").alias("a")).writeStream.format("memory") \
+        .queryName("stream_slow_batch").option("checkpointLocation", f"{workdir}/ck")
+    _available_now(writer)
+
+
+def test_slow_micro_batch_is_one_run_that_ends(spark, workdir):
+    """A micro-batch the execution poll sees running is still one START/COMPLETE pair, reported by the streaming
+    listener: the poll leaves streaming executions alone (it started a run for it that never ended)."""
+    _write(Path(workdir, "in/f0.csv"), "1,x\n2,y\n")
+    events, _ = run_captured(spark, workdir, slow_batch_to_memory,
+                             {"spark.openlineage.python.pollIntervalSeconds": "0.2"})
+    by_run: dict[str, list[str]] = {}
+    for event in events:
+        if event["job"]["name"] != APP:
+            by_run.setdefault(event["run"]["runId"], []).append(event["eventType"])
+    assert sorted(by_run.values()) == [["START", "COMPLETE"]] * 2  # the memory sink's two executions per batch

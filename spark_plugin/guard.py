@@ -50,14 +50,16 @@ class Guard:
             self._logged.add(kind)
             log.warning("lineage capture: %s failed (%s: %s); the application is not affected, further "
                         "failures of this kind are counted, not logged", part, type(error).__name__,
-                        _short(error), exc_info=log.isEnabledFor(logging.DEBUG))
+                        short_error(error), exc_info=log.isEnabledFor(logging.DEBUG))
         if self._streak[part] >= self.max_consecutive:
             self.disabled.add(part)
             log.warning("lineage capture: %s failed %d times in a row: switched off for this run",
                         part, self._streak[part])
 
 
-def _short(error: BaseException, limit: int = 300) -> str:
+def short_error(error: BaseException, limit: int = 300) -> str:
+    """The first line of ``error``'s text, redacted and cut to ``limit`` characters: what a warning quotes (the
+    host's log gets no traceback unless it logs the plugin at DEBUG)."""
     from emitter.redact import redact  # an exception text may quote a URL with credentials
 
     text = str(error).strip().splitlines()

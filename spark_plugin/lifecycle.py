@@ -40,7 +40,7 @@ from emitter.records import COMPLETE, FAIL, RUNNING, START, Dataset, JobRef, Job
 from emitter.run_ids import new_run_id
 from spark_plugin import exit_status, host_log, rdd_jobs, streaming
 from spark_plugin.config import PluginConfig, file_settings
-from spark_plugin.guard import Guard
+from spark_plugin.guard import Guard, short_error
 from spark_plugin.listener import Captured, JvmProxy, QueryListener
 from spark_plugin.worker import Worker
 
@@ -189,8 +189,9 @@ class Application:
 
         try:
             return facets.application_details(self.sc, self.spark_conf)
-        except Exception:  # noqa: BLE001 - a context already stopped: the events go out without it
-            log.warning("lineage capture: the spark_applicationDetails facet cannot be read", exc_info=True)
+        except Exception as error:  # noqa: BLE001 - a context already stopped: the events go out without it
+            log.warning("lineage capture: the spark_applicationDetails facet cannot be read (%s: %s)",
+                        type(error).__name__, short_error(error), exc_info=log.isEnabledFor(logging.DEBUG))
             return None
 
     @cached_property

@@ -32,6 +32,7 @@ from emitter.records import Dataset
 from spark_plugin import plan_tree
 from spark_plugin.config import jvm_list
 from spark_plugin.facets import UNKNOWN_TIME, timed  # the debug facet's timer (a no-op unless it is on)
+from spark_plugin.guard import short_error
 from spark_plugin.plan_context import PlanContext, RawDataset
 from spark_plugin.plan_inputs import INPUT_HANDLERS, TARGET_FIELDS
 from spark_plugin.plan_outputs import OUTPUT_HANDLERS
@@ -359,10 +360,11 @@ def _input_nodes(root: PlanNode) -> list[PlanNode]:
 def _safe(handler: Any, ctx: PlanContext, node: PlanNode, strict: bool = False) -> list[RawDataset]:
     try:
         return list(handler(ctx, node))
-    except Exception:  # one unreadable relation must not lose the action's other datasets
+    except Exception as error:  # one unreadable relation must not lose the action's other datasets
         if strict:
             raise
-        log.warning("cannot read the datasets of %s", node.cls, exc_info=True)
+        log.warning("lineage capture: cannot read the datasets of %s (%s: %s)", node.cls, type(error).__name__,
+                    short_error(error), exc_info=log.isEnabledFor(logging.DEBUG))
         return []
 
 

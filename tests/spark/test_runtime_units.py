@@ -234,6 +234,25 @@ def test_guard_logs_a_kind_once_and_switches_a_failing_part_off(caplog):
     ]
 
 
+@pytest.mark.parametrize("level, traceback", [(logging.WARNING, False), (logging.DEBUG, True)])
+def test_an_unreadable_relation_is_one_warning_line(caplog, level, traceback):
+    """A relation whose datasets cannot be read (a catalog failing under a failed command, Apache Spark's hive.py
+    example): the action keeps its other datasets, the host's log gets one line (no traceback unless DEBUG)."""
+    from types import SimpleNamespace
+
+    from spark_plugin.plan_lineage import _safe
+
+    def broken(ctx, node):
+        raise RuntimeError("Unable to instantiate SessionHiveMetaStoreClient\n\tat org.apache...")
+
+    with caplog.at_level(level, logger="spark_plugin"):
+        assert _safe(broken, None, SimpleNamespace(cls="x.CreateDataSourceTableCommand")) == []
+    (record,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert record.getMessage() == ("lineage capture: cannot read the datasets of x.CreateDataSourceTableCommand "
+                                   "(RuntimeError: Unable to instantiate SessionHiveMetaStoreClient)")
+    assert bool(record.exc_info) is traceback
+
+
 def test_guard_streak_resets_on_success():
     guard = Guard(max_consecutive=2)
     outcomes = iter([ValueError("x"), "ok", ValueError("y"), "ok"])

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from emitter.config import EmitterConfig
 
-REPLAY_EXIT_CODES = ("exit codes: 0 the spool is empty; 1 events remain spooled (the backend is still failing), "
-                     "or torn or corrupt records were skipped (their events are lost); "
+REPLAY_EXIT_CODES = ("exit codes: 0 the spool is empty; 1 events remain spooled (the backend is still failing, or "
+                     "a refused event cannot be set aside: dead letters full), or torn or corrupt records were "
+                     "skipped, or events were lost (counted); "
                      "2 usage or configuration error, or a spool recorded for another destination than the "
                      "configured one (without --to-configured); 3 the spool is empty but dead letters remain "
                      "(events the backend refused for good: --dead-letters list|retry|discard)")
@@ -179,13 +180,14 @@ def _send(prog: str, spool: Any, transport_config: dict[str, Any], dead_letters:
     sent_to = _where(describe_destination(transport_config))  # (--to-configured: not the recorded one)
     print(f"replayed {counts.replayed} events to {sent_to}; {pending} bytes still "
           f"spooled in {spool.events_path}"
-          + (f" ({delivery.failure or 'backend unreachable'})" if pending else "")
+          + (f" ({delivery.failure or delivery.spool_error or 'backend unreachable'})" if pending else "")
           + (f"; {spool.corrupt} torn or corrupt records skipped" if spool.corrupt else "")
+          + (f"; {counts.dropped} events LOST (neither delivered nor kept)" if counts.dropped else "")
           + (f"; {dead} dead letters (refused by the backend): `{prog} --dead-letters list`" if dead
              else ""))
     if delivery.spool_error:
         print(f"{prog}: {delivery.spool_error}", file=sys.stderr)
-    return 1 if pending or spool.corrupt else 3 if dead else 0
+    return 1 if pending or spool.corrupt or counts.dropped else 3 if dead else 0
 
 
 def _retry_dead_letters(spool: Any, transport: Any, rejection: Any) -> int:

@@ -117,9 +117,28 @@ def failure_reason(error: BaseException) -> str:
 
 
 def _other_run(event: dict[str, Any], other: dict[str, Any]) -> bool:
-    """Whether ``other`` belongs to another run than ``event`` (a backend failing on a run fails on all its
-    events: only another run's event tells whether it fails on everything)."""
-    return bool((other.get("run") or {}).get("runId") != (event.get("run") or {}).get("runId"))
+    """Whether ``other`` belongs to a run unrelated to ``event``'s: another run, neither its parent or root nor one
+    of its descendants. A backend failing on a run fails on all its events (only another run's event tells whether
+    it fails on everything), and sending a related run's event ahead would break the order the backend needs (a
+    child's START before its parent's, a parent's COMPLETE before its child's)."""
+    run, other_run = _run_id(event), _run_id(other)
+    if run == other_run:
+        return False
+    return run not in _ancestors(other) and other_run not in _ancestors(event)
+
+
+def _run_id(event: dict[str, Any]) -> Any:
+    return (event.get("run") or {}).get("runId")
+
+
+def _ancestors(event: dict[str, Any]) -> set[Any]:
+    """The run ids of ``event``'s parent and root (its ParentRunFacet)."""
+    parent = ((event.get("run") or {}).get("facets") or {}).get("parent")
+    if not isinstance(parent, dict):
+        return set()
+    ids = {(parent.get("run") or {}).get("runId"), ((parent.get("root") or {}).get("run") or {}).get("runId")}
+    ids.discard(None)
+    return ids
 
 
 @attrs.define(eq=False)
@@ -283,13 +302,25 @@ class Delivery:
         self.failure = failure_reason(error)
         return wait
 
-    def _dead_letter(self, event: dict[str, Any], status: int, answer: str, why: str = "for good") -> None:
+    def _dead_letter(self, event: dict[str, Any], status: int, answer: str, why: str = "for good",
+                     spooled: bool = False) -> None:
+        """Set ``event`` aside with the backend's answer. One that cannot be (dead letters full, disk full) is lost
+        and counted, unless it is ``spooled`` (a replay's): then it stays in the spool (:class:`SpoolError`
+        stops the replay at it), as the runs that spooled it have moved on and could not send it again."""
         try:
             kept = self.spool.add_dead_letter(event, status, answer)
         except SpoolError as error:
+            if spooled:
+                self._note_spool_error(error)
+                raise
             self._spool_failed(error, lost=1)
             return
         if not kept:
+            if spooled:
+                full = SpoolError(f"lineage dead letters {self.spool.dead_letters_path} are full (spool.maxBytes): "
+                                  f"an event the backend refused stays in the spool")
+                self._note_spool_error(full)
+                raise full
             self.counts.dropped += 1
             return
         self.counts.dead_lettered += 1
@@ -327,6 +358,13 @@ class Delivery:
         if self.spool_error is None:
             self.spool_error = str(error)
             log.error("%s: undeliverable lineage events are LOST (counted) until it can be written", error)
+
+    def _note_spool_error(self, error: SpoolError) -> None:
+        """A refused spooled event that cannot be set aside: it stays in the spool; said once."""
+        if self.spool_error is None:
+            self.spool_error = str(error)
+            log.error("%s; the replay stops at it until there is room (`lineage-capture replay --dead-letters "
+                      "list|discard`)", error)
 
     def _log_once(self, kind: str, message: str) -> None:
         if kind not in self._failures:
@@ -371,14 +409,14 @@ class Delivery:
             if server_error(error) is not None:
                 raise Suspect(error)  # the spool tries the event behind it (see the module docstring)
             raise error  # stops the replay; the event stays in the spool
-        self._dead_letter(event, *refused)
+        self._dead_letter(event, *refused, spooled=True)
 
     def _set_aside(self, event: dict[str, Any], suspect: Suspect) -> None:
         """A spooled event the backend failed on twice while it accepted the one behind it: a dead letter."""
         self._replay_failure = None
         status = server_error(suspect.error) or 500
         self._dead_letter(event, status, _answer_text(suspect.error) or str(suspect.error),
-                          why="again and again while it accepted the next one")
+                          why="again and again while it accepted the next one", spooled=True)
 
     # ---- parallel mode -----------------------------------------------------------------------------------
 

@@ -72,6 +72,12 @@ class Suspect(Exception):
         self.error = error
 
 
+#: Witnesses a suspect's replay tries (each another run's event the destination also failed on with a server error)
+#: before it takes the destination itself for failing: one bad dataset poisons a statement's events and its task
+#: run's COMPLETE alike, so the first witness is often failed on too.
+MAX_FAILED_WITNESSES = 3
+
+
 class SpoolBusy(SpoolError):
     """Another holder kept the spool's lock longer than the caller would wait (a process stopped or stuck on its
     disk in the middle of a write)."""
@@ -392,11 +398,14 @@ class Spool:
         by it too, after the others. Raises :class:`SpoolError` when the replay's position cannot be written.
 
         When ``send`` raises :class:`Suspect` and ``set_aside`` is given, a later record of the same chunk is sent
-        first: the next one for which ``independent(suspect, record)`` holds (another run's event: the same run's
-        may fail alike). If the destination takes it, the suspect is sent once more, and handed to ``set_aside``
-        when it raises :class:`Suspect` again: one event the destination keeps failing on no longer blocks the
-        spool forever. The later record is not sent again when the replay reaches it; if the replay stops
-        before that, a later replay sends it again (a duplicate, never a loss).
+        first: the next one for which ``independent(suspect, record)`` holds (an unrelated run's event: the same
+        run's, its parent's or its children's may fail alike, and must keep their order); one the destination fails
+        on too is left in place and the next tried, up to :data:`MAX_FAILED_WITNESSES`. If the destination takes
+        one, the suspect is sent once more, and handed to ``set_aside`` when it raises :class:`Suspect` again: one
+        event the destination keeps failing on no longer blocks the spool forever. ``set_aside`` raises when it
+        cannot keep the event (the replay then stops at it: it stays in the spool). The later record is not sent
+        again when the replay reaches it; if the replay stops before that, a later replay sends it again (a
+        duplicate, never a loss).
         """
         delivered = 0
         with self._locked(create=False, name=REPLAY_LOCK) as present:  # one replay at a time, appends go on
@@ -440,19 +449,28 @@ class Spool:
                 return False
         except Exception:  # noqa: BLE001 - the caller's transport failed: stop, keep order
             return False
-        for later in range(at + 1, len(lines)):  # a witness: the next event of another run
+        failed_witnesses = 0
+        for later in range(at + 1, len(lines)):  # a witness: the next event of an unrelated run
             witness = None if later in sent_ahead else decode_record(lines[later])
             if witness is None or (independent is not None and not independent(event, witness)):
                 continue
             try:
                 send(witness)
-            except Exception:  # noqa: BLE001 - the destination fails on it too: it is the destination
+            except Suspect:  # it may be failed on as well (the same bad dataset): another witness is tried
+                failed_witnesses += 1
+                if failed_witnesses >= MAX_FAILED_WITNESSES:
+                    return False  # the destination fails on everything: it is the destination
+                continue
+            except Exception:  # noqa: BLE001 - the destination is down or refusing: stop, keep order
                 return False
             sent_ahead.add(later)
             try:
                 send(event)
             except Suspect as again:
-                set_aside(event, again)
+                try:
+                    set_aside(event, again)
+                except Exception:  # noqa: BLE001 - it cannot be set aside (dead letters full): it stays here
+                    return False
             except Exception:  # noqa: BLE001 - failing otherwise now: stop at the suspect
                 return False
             return True

@@ -525,6 +525,20 @@ def test_a_spooled_event_refused_for_good_is_set_aside_and_the_rest_delivered(re
 
 POISON_RUN = "01900000-0000-7000-8000-0000000000a2"  # a statement run: its START and COMPLETE
 LAST_RUN = "01900000-0000-7000-8000-0000000000b1"  # the run whose COMPLETE ends the spool
+TASK_RUN, LAST_CHILD = "01900000-0000-7000-8000-0000000000a0", "01900000-0000-7000-8000-0000000000a3"
+#: one bad dataset in a statement poisons its events and its task run's COMPLETE (which lists every input)
+POISONED_TASK = frozenset({LAST_CHILD, (TASK_RUN, "COMPLETE")})
+FIRST_CHILD = "01900000-0000-7000-8000-0000000000a1"
+POISONED_SIBLINGS = frozenset({FIRST_CHILD, POISON_RUN})
+
+
+def _fails(failing: str | frozenset, event: dict) -> bool:
+    """Whether the backend fails on ``event``: every event ("*"), one run's, or those of a set of runs and
+    (run, event type) pairs."""
+    run = event["run"]["runId"]
+    if isinstance(failing, str):
+        return failing in ("*", run)
+    return run in failing or (run, event["eventType"]) in failing
 
 
 @pytest.mark.parametrize("replayer", ["lineage-capture replay", "the next run's emitter"])
@@ -538,7 +552,14 @@ LAST_RUN = "01900000-0000-7000-8000-0000000000b1"  # the run whose COMPLETE ends
     (POISON_RUN, 503, [], (POISON_RUN, "START")),
     # the last event of the spool is the failing run's: no other run's event to tell by (a later replay will)
     (LAST_RUN, 500, [(LAST_RUN, "START")], (LAST_RUN, "COMPLETE")),
-], ids=["500-one-run", "501-one-run", "500-everything", "503-one-run", "500-last-run"])
+    # the task run's COMPLETE is failed on too: it is no witness for its child (it waits for it), an unrelated
+    # run's event is; before, the replay took the COMPLETE's 500 for the backend's and stopped for good
+    (POISONED_TASK, 500, [(LAST_CHILD, "START"), (LAST_CHILD, "COMPLETE"), (TASK_RUN, "COMPLETE")], None),
+    # a sibling failed on as well: that witness is left in place (it is set aside in its turn), the next tried
+    (POISONED_SIBLINGS, 500, [(FIRST_CHILD, "START"), (POISON_RUN, "START"), (FIRST_CHILD, "COMPLETE"),
+                              (POISON_RUN, "COMPLETE")], None),
+], ids=["500-one-run", "501-one-run", "500-everything", "503-one-run", "500-last-run", "500-run-and-its-parent",
+        "500-two-siblings"])
 def test_an_event_the_backend_keeps_failing_on_no_longer_blocks_the_spool(replayer, failing, status, set_aside,
                                                                           stops_at):
     """Events spooled while the backend was down; it comes back and answers 500 to one run's events (an event
@@ -552,7 +573,7 @@ def test_an_event_the_backend_keeps_failing_on_no_longer_blocks_the_spool(replay
     assert emitter.close().spooled == 12
     in_order = keys([{"run": {"runId": r.run_id}, "eventType": r.event_type} for r in emitter_order()])
     left = 0 if stops_at is None else len(in_order) - (in_order.index(stops_at) if stops_at else 0)
-    with Backend(port, reject=lambda e: failing in ("*", e["run"]["runId"]), reject_status=status) as backend:
+    with Backend(port, reject=lambda e: _fails(failing, e), reject_status=status) as backend:
         if replayer == "lineage-capture replay":
             assert replay_main(argv_of(settings)) == (1 if left else 3 if set_aside else 0)
         else:
@@ -569,6 +590,56 @@ def test_an_event_the_backend_keeps_failing_on_no_longer_blocks_the_spool(replay
     spooled = emitter.spool.events_path.read_bytes().splitlines(True) if left else []
     remaining = [decode_record(line) for line in spooled[len(spooled) - left:]]
     assert keys(remaining) == in_order[len(in_order) - left:]  # still spooled, in order, for a later replay
+
+
+def test_a_suspect_parent_start_is_not_overtaken_by_its_child():
+    """A spooled task run's START the backend fails on once (a 500), with only its own children behind it: none of
+    them may be sent ahead to tell whether the backend is up (a child's START would reach the backend before its
+    parent's, and Marquez invents a parent in the child's namespace). The replay waits; the next one sends all, in
+    order. Before, the child went first."""
+    port = free_port()
+    settings = conf(f"http://127.0.0.1:{port}")
+    emitter = Emitter.from_config(settings)
+    emitter.emit_batch(tree_records()[:8])  # the task run and its three statements: no unrelated run
+    assert emitter.close().spooled == 8
+    failures = [1]
+
+    def fail_once(event: dict) -> bool:
+        if (event["run"]["runId"], event["eventType"]) == (TASK_RUN, "START") and failures[0]:
+            failures[0] -= 1
+            return True
+        return False
+
+    with Backend(port, reject=fail_once, reject_status=500) as backend:
+        assert replay_main(argv_of(settings)) == 1  # nothing to tell by: waits, all still spooled
+        assert backend.events == []
+        assert replay_main(argv_of(settings)) == 0
+    assert len(backend.events) == 8 and not order_violations(backend.events)
+
+
+@pytest.mark.parametrize("limit", ["dead letters full", "disk full"])
+def test_a_refused_spooled_event_that_cannot_be_set_aside_stays_spooled(tmp_path, limit):
+    """A replay whose backend refuses an event for good (422) when it cannot be set aside (the dead letters at
+    spool.maxBytes, or the disk full): the event stays in the spool, the replay stops at it and says so (exit 1),
+    nothing is lost. Before, the spool was emptied all the same and the replay exited 0 or 3."""
+    port = free_port()
+    settings = conf(f"http://127.0.0.1:{port}", **{"spool.dir": str(tmp_path / "spool")})
+    emitter = Emitter.from_config(settings)
+    emitter.emit_batch(tree_records())
+    assert emitter.close().spooled == 12
+    spool = emitter.spool
+    if limit == "dead letters full":
+        settings["spool.maxBytes"] = "100"  # (checked when written to: the spooled events stay as they are)
+    else:
+        spool.dead_letters_path.mkdir()  # cannot be written: as a full disk, an OSError
+    before = spool.events_path.read_bytes()
+    with Backend(port, reject=lambda e: (e["run"]["runId"], e["eventType"]) == REJECTED) as backend:
+        assert replay_main(argv_of(settings)) == 1
+    in_order = keys([{"run": {"runId": r.run_id}, "eventType": r.event_type} for r in emitter_order()])
+    assert keys(backend.events) == in_order[:in_order.index(REJECTED)]
+    remaining = [decode_record(line) for line in before.splitlines(True)][in_order.index(REJECTED):]
+    assert keys(remaining)[0] == REJECTED and spool.pending_bytes() == sum(
+        len(line) for line in before.splitlines(True)[in_order.index(REJECTED):])
 
 
 def test_a_backend_asking_to_be_left_alone_is_left_alone(tmp_path):

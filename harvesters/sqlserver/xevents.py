@@ -233,7 +233,11 @@ def read_events(stream: BinaryIO, start_offset: int = 0,
         next_offset = start + len(piece)
         body, junk = _event_body(whole)
         event = _try_parse(body) if body is not None else None
-        if event is not None:
+        if event is not None and body is not None and junk and at_end and _tag_begun(whole, len(body)):
+            # the input ends with the first bytes of the next event's tag (`<`..`<event`): the writer is still
+            # appending it; resume right after this event, or the next read would start inside that tag
+            yield Item(event, first + len(body))
+        elif event is not None:
             yield Item(event, next_offset)
             if junk:
                 yield Item(Unreadable("text between events", first), next_offset)
@@ -243,6 +247,12 @@ def read_events(stream: BinaryIO, start_offset: int = 0,
         else:
             yield Item(Unreadable("malformed event" if body is not None else "truncated event", first),
                        next_offset)
+
+
+def _tag_begun(piece: bytes, end: int) -> bool:
+    """Whether what follows ``piece[:end]`` (an event) is whitespace then the start of an ``<event`` tag cut short."""
+    tail = piece[end:].lstrip()
+    return 0 < len(tail) < len(b"<event ") and b"<event "[:len(tail)] == tail
 
 
 def _flush_pending(pending: list[tuple[int, bytes]], reason: str) -> Iterator[Item]:

@@ -147,6 +147,19 @@ def test_truncated_at_end_keeps_the_position_before_it():
     assert items[1].resume_offset == len(A) + 1 == items[0].resume_offset
 
 
+@pytest.mark.parametrize("cut", range(1, len(b"<event ") + 1))
+def test_a_next_event_cut_inside_its_tag_is_read_once_complete(cut):
+    """The writer has written A and the first ``cut`` bytes of B's tag (`<`, `<e`, ... `<event `): A is read, the
+    position stays right after it, and the next read, once B is whole, reads B. Before, a cut of 1-6 bytes left the
+    position inside the tag and B was skipped, uncounted."""
+    whole = A + b"\n" + B
+    first = list(read_events(io.BytesIO(whole[:len(A) + 1 + cut])))
+    assert _kinds(first)[0] == ("event", "sql_statement_completed")
+    position = first[-1].resume_offset
+    assert position <= len(A) + 1
+    assert _kinds(read_events(io.BytesIO(whole), position)) == [("event", "sql_statement_completed")]
+
+
 def test_oversized_event_is_skipped_with_bounded_memory():
     data = BIG_STATEMENT + b"\n" + B
     items = list(read_events(io.BytesIO(data), max_event_bytes=1_000_000))

@@ -88,7 +88,9 @@ OFFSET_WIDTH = 24
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data``: temp file, fsync, rename, fsync the directory."""
+    """Replace ``path`` with ``data``: temp file, fsync, rename, fsync the directory. A symbolic link is written
+    through (its target replaced, the link kept)."""
+    path = Path(os.path.realpath(path))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:

@@ -315,6 +315,7 @@ class HarvestLock:
     lock file: some filelock versions truncate the lock file when a contender opens it)."""
 
     def __init__(self, state_path: Path | str) -> None:
+        state_path = os.path.realpath(state_path)  # one lock per state file, whichever link names it
         self.path = Path(f"{state_path}.lock")
         self.pid_path = Path(f"{state_path}.lock.pid")
         self._lock: Any = None

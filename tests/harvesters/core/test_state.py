@@ -145,3 +145,19 @@ def test_lock_excludes_a_second_holder(tmp_path):
                  "try:\n    HarvestLock(sys.argv[1]).acquire()\nexcept LockBusy:\n    sys.exit(3)\n")
         assert subprocess.run([sys.executable, "-c", probe, str(state)]).returncode == 3
     HarvestLock(state).acquire()  # released: free again
+
+
+def test_a_state_named_through_a_symbolic_link_is_one_state(tmp_path):
+    """``--state link.json`` (a link to real/state.json) and ``--state real/state.json``: one lock (two harvests at
+    once delivered every event twice), and a commit through the link writes the real file and keeps the link."""
+    real = tmp_path / "real" / "state.json"
+    real.parent.mkdir()
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    with HarvestLock(real):
+        with pytest.raises(LockBusy):
+            HarvestLock(link).acquire()
+    checkpoint = Checkpoint.load(link, "s")
+    checkpoint.current["files"] = {"/x.xml": {"offset": 10}}
+    checkpoint.commit()
+    assert link.is_symlink() and Checkpoint.load(real, "s").last["files"]["/x.xml"]["offset"] == 10

@@ -19,6 +19,7 @@ the tests keep a table of such harmless strings).
 """
 from __future__ import annotations
 
+import base64
 import functools
 import re
 from collections.abc import Callable, Mapping
@@ -54,6 +55,18 @@ def _word_start(text: str, m: re.Match[str]) -> bool:
     """The match starts a word: the regexes start with a literal, not ``\\b``, so ``re`` scans fast."""
     i = m.start()
     return i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")
+
+
+def _basic_credentials(text: str, m: re.Match[str]) -> bool:
+    """``Basic <v>`` starts a word and ``v`` (as written) is base64 of ``user:password``."""
+    if not _word_start(text, m):
+        return False
+    value = text[m.start("v"):m.end("v")]
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):  # binascii.Error is a ValueError
+        return False
+    return ":" in decoded and decoded.isprintable()
 
 
 def _key_boundary(text: str, m: re.Match[str]) -> bool:
@@ -172,6 +185,15 @@ RULES: tuple[Rule, ...] = (
         re.compile(r"bearer\s+(?P<v>[a-z0-9\-._~+/]+=*)"),
         "RFC 6750 bearer token outside a header",
         accept=_word_start,
+    ),
+    Rule(
+        "basic_credentials",
+        ("basic",),
+        (),
+        re.compile(r"basic\s+(?P<v>[a-z0-9+/]{4,}=*)"),
+        "RFC 7617 Basic credentials (base64 of user:password) outside a header, as a backend's answer may quote "
+        "the request's Authorization value; only base64 of a user:password pair (\"basic statistics\" stays)",
+        accept=_basic_credentials,
     ),
     Rule(
         "url_userinfo",

@@ -86,6 +86,9 @@ MASKED = [
     ("Authorization: Basic dXNlcjpwYXNz", ["dXNlcjpwYXNz"], ["Authorization: ***"]),
     ('{"Authorization": "Bearer tok.tok"}', ["tok.tok"], ['"Authorization": "***"']),
     ("sent with bearer abc.def-ghi", ["abc.def-ghi"], ["bearer ***"]),
+    # a backend's answer quoting the request's Basic credentials; plain English "basic ..." stays
+    ('400 {"echo": "Basic bGluOlVybFB3ZDEyMzQ="} basic statistics, Basic realm="lineage"',
+     ["bGluOlVybFB3ZDEyMzQ="], ['"Basic ***"', "basic statistics", 'Basic realm="lineage"']),
     ("x-api-key: 0123456789abcdef", ["0123456789abcdef"], ["x-api-key: ***"]),
     # Spark/JVM options and properties in command lines and logs
     ("--conf spark.hadoop.fs.s3a.secret.key=SK1 --conf spark.openlineage.transport.auth.apiKey=AK1",
@@ -247,6 +250,7 @@ RULE_EXAMPLES = {
                         "-----BEGIN RSA PRIVATE KEY-----***-----END RSA PRIVATE KEY-----"),
     "authorization_header": ("Proxy-Authorization: Basic Zm9v", "Proxy-Authorization: ***"),
     "bearer_token": ("Bearer abc.def", "Bearer ***"),
+    "basic_credentials": ('{"echo": "Basic bGluOlVybFB3ZDEyMzQ="}', '{"echo": "Basic ***"}'),
     "url_userinfo": ("ftp://u:p@h/x", "ftp://u:***@h/x"),
     "oracle_userpass": ("jdbc:oracle:oci:u/p@h", "jdbc:oracle:oci:u/***@h"),
     "azure_connection_string": ("AccountKey=k==;x=1", "AccountKey=***;x=1"),

@@ -24,6 +24,7 @@ import sqlite3
 import stat
 import sys
 import zlib
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from functools import partial
@@ -458,6 +459,10 @@ class Ingester:
             tuple(r[1:]): r[0] for r in conn.execute(
                 "SELECT id, namespace, name, parent_namespace, parent_name FROM jobs")}
         self.job_keys: dict[int, tuple[str, str, str, str]] = {v: k for k, v in self.jobs.items()}
+        # job ids by (namespace, name), whatever their parent (see _job_id)
+        self.jobs_named: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for key, job in sorted(self.jobs.items(), key=lambda item: item[1]):
+            self.jobs_named[key[:2]].append(job)
         # a database made before event digests moved into the runs (schema 1) still has its table of digests
         self.legacy = conn.execute("SELECT 1 FROM sqlite_master WHERE name='events'").fetchone() is not None
         self.report = IngestReport()
@@ -757,12 +762,27 @@ class Ingester:
         return rowid
 
     def _job_id(self, key: tuple[str, str, str, str]) -> int:
+        """The job of (namespace, name, parent namespace, parent name). A job is one per parent, but a run without a
+        parent facet of a job known under a parent is that job's (the latest made, if several), and the first run
+        under a parent of a job known only without one gives it that parent (Marquez's rule: the old Airflow
+        integration and a parentless manual run name the same task; two keys would print the same name twice)."""
         i = self.jobs.get(key)
-        if i is None:
+        if i is not None:
+            return i
+        named = self.jobs_named[key[:2]]
+        with_parent = [j for j in named if self.job_keys[j][3]]
+        if not key[3] and with_parent:
+            return with_parent[-1]
+        if key[3] and named and not with_parent:  # adopted: the parentless job takes this parent
+            i = named[-1]
+            self.conn.execute("UPDATE jobs SET parent_namespace=?, parent_name=? WHERE id=?", (key[2], key[3], i))
+            del self.jobs[self.job_keys[i]]
+        else:
             i = self._insert("INSERT INTO jobs (namespace, name, parent_namespace, parent_name) VALUES (?,?,?,?)",
                              key)
-            self.jobs[key] = i
-            self.job_keys[i] = key
+            named.append(i)
+        self.jobs[key] = i
+        self.job_keys[i] = key
         return i
 
     def _existing(self, run_ids: list[str]) -> dict[str, list]:

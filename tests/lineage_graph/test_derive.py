@@ -137,6 +137,9 @@ AIRFLOW_SPARK = [
     E(9, "dagrun", "etl", ns="airflow", job_type="DAG", integration="AIRFLOW"),
 ]
 
+PARENT_ADDED = [E(1, "r1", "the_dag.task1", inputs=["in"], outputs=["out"]),
+                E(5, "r2", "the_dag.task1", inputs=["in"], outputs=["out2"], parent=("the_dag", "d1"))]
+
 HIERARCHY = [
     pytest.param(AIRFLOW_SPARK, {
         "airflow/etl": None, "airflow/etl.extract": "airflow/etl", "airflow/etl.report": "airflow/etl",
@@ -156,7 +159,22 @@ HIERARCHY = [
                  id="same-name-under-two-parents-is-two-jobs"),
     pytest.param([E(3, "c1", "task1.stmt1", parent=("task1", "p1", "mssql"))],
                  {"mssql/task1": None, "mssql/task1.stmt1": "mssql/task1"}, id="parent-known-only-from-facet"),
+    # Marquez's AirflowAddParentForExistingJob / MissingParentForExistingJob: a job's runs with and without a parent
+    # facet are one job under that parent (two were printed with one name, neither could be looked up)
+    pytest.param(PARENT_ADDED, {"ns/the_dag": None, "ns/the_dag.task1": "ns/the_dag"}, id="parent-added-later"),
+    pytest.param(list(reversed(PARENT_ADDED)), {"ns/the_dag": None, "ns/the_dag.task1": "ns/the_dag"},
+                 id="parent-missing-later"),
 ]
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-ingest", "two-ingests"])
+@pytest.mark.parametrize("events", [PARENT_ADDED, list(reversed(PARENT_ADDED))], ids=["added", "missing"])
+def test_a_job_with_and_without_a_parent_is_one_job(db, events, split):
+    """Its lineage is that of its latest run, whichever of the two names it."""
+    for part in ([events[:1], events[1:]] if split else [events]):
+        db(part)
+    assert current(db.conn) == {"the_dag.task1": (["in"], ["out2"], "COMPLETE", 2, False)}
+    assert hierarchy(db.conn) == {"ns/the_dag": None, "ns/the_dag.task1": "ns/the_dag"}
 
 
 @pytest.mark.parametrize("events,expected", HIERARCHY)

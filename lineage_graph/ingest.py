@@ -23,6 +23,7 @@ import re
 import sqlite3
 import stat
 import sys
+import uuid
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -256,19 +257,7 @@ def parse_event(event: object) -> Event:
     job_facets = job.get("facets") or {}
     if not isinstance(run_facets, dict) or not isinstance(job_facets, dict):
         raise BadEvent("run.facets and job.facets must be objects")
-    pns = pname = ""
-    prun = None
-    parent = run_facets.get("parent")
-    if parent is not None:
-        if not isinstance(parent, dict) or not isinstance(parent.get("job"), dict) \
-                or not isinstance(parent.get("run"), dict):
-            raise BadEvent("run.facets.parent must have job and run objects")
-        pns = _str(parent["job"], "namespace", "run.facets.parent.job.")
-        pname = _str(parent["job"], "name", "run.facets.parent.job.")
-        prun = parent["run"].get("runId")
-        if not isinstance(prun, str) or not _UUID.fullmatch(prun):
-            raise BadEvent("run.facets.parent.run.runId must be a UUID")
-        prun = prun.lower()
+    pns, pname, prun = parent_of(run_facets)
     job_type = integration = None
     jt = job_facets.get("jobType")
     if isinstance(jt, dict):
@@ -302,6 +291,31 @@ def digest(event: object) -> bytes:
 # run ids already matched as UUIDs: a run's id comes again with each of its events, a parent run's with each
 # event of each of its children (bounded: cleared when full)
 _UUIDS_SEEN: set[str] = set()
+
+
+_NO_PARENT: tuple[str, str, str | None] = ("", "", None)
+
+
+def parent_of(run_facets: dict) -> tuple[str, str, str | None]:
+    """(namespace, name, run id) of the ParentRun facet (``parentRun``: the old Airflow integration's key, read as
+    Marquez reads it), ("", "", None) for none. The facet is optional: a malformed one (a parent job without a name)
+    counts as none, and the run and its datasets stay. A run id that is no UUID (the old Airflow integration's
+    ``scheduled__2022-04-25T00:20:00+00:00``) becomes the name-based UUID Marquez makes of it (Java's
+    ``UUID.nameUUIDFromBytes``: MD5, version 3)."""
+    parent = run_facets.get("parent") or run_facets.get("parentRun")
+    if type(parent) is not dict:
+        return _NO_PARENT
+    job, run = parent.get("job"), parent.get("run")
+    if type(job) is not dict or type(run) is not dict:
+        return _NO_PARENT
+    namespace, name, run_id = job.get("namespace"), job.get("name"), run.get("runId")
+    if not isinstance(namespace, str) or not namespace or not isinstance(name, str) or not name:
+        return _NO_PARENT
+    if not isinstance(run_id, str) or not run_id:
+        return namespace, name, None
+    if run_id in _UUIDS_SEEN or _uuid(run_id):
+        return namespace, name, run_id.lower()
+    return namespace, name, str(uuid.UUID(bytes=hashlib.md5(run_id.encode()).digest(), version=3))
 
 
 def _uuid(value: str) -> bool:
@@ -375,24 +389,7 @@ def fast_record(event: object) -> Record | None:
     job_facets = job.get("facets") or {}
     if type(run_facets) is not dict or type(job_facets) is not dict:
         return None
-    parent = run_facets.get("parent")
-    prun: str | None = None
-    if parent is None:
-        pns = pname = ""
-    else:
-        if type(parent) is not dict:
-            return None
-        pjob = parent.get("job")
-        prunf = parent.get("run")
-        if type(pjob) is not dict or type(prunf) is not dict:
-            return None
-        vns = pjob.get("namespace")
-        vname = pjob.get("name")
-        vrun = prunf.get("runId")
-        if not isinstance(vns, str) or not vns or not isinstance(vname, str) or not vname \
-                or not isinstance(vrun, str) or not (vrun in _UUIDS_SEEN or _uuid(vrun)):
-            return None
-        pns, pname, prun = vns, vname, vrun.lower()
+    pns, pname, prun = parent_of(run_facets) if "parent" in run_facets or "parentRun" in run_facets else _NO_PARENT
     job_type = integration = error = None
     jt = job_facets.get("jobType")
     if isinstance(jt, dict):

@@ -249,3 +249,26 @@ DAGS = [
 def test_task_dag(db, events, level, expected):
     db(events)
     assert dag(db.conn, level) == expected
+
+
+def _with_parent_facet(key: str, facet: dict) -> dict:
+    e = E(1, "r1", "the_dag.task1", inputs=["in"], outputs=["out"])
+    e["run"]["facets"][key] = facet
+    return e
+
+
+@pytest.mark.parametrize("key, facet, parent", [
+    # the old Airflow integration: a run id that is no UUID (Marquez makes a name-based UUID of it)
+    ("parent", {"job": {"namespace": "ns", "name": "the_dag"}, "run": {"runId": "scheduled__2022-04-25T00:20:00"}},
+     "ns/the_dag"),
+    ("parentRun", {"job": {"namespace": "ns", "name": "the_dag"}, "run": {"runId": rid("d1")}}, "ns/the_dag"),
+    # a parent job without a name: no parent, the run and its datasets stay
+    ("parent", {"job": {"namespace": "ns"}, "run": {"runId": rid("d1")}}, None),
+    ("parent", "not an object", None),
+], ids=["run-id-not-a-uuid", "legacy-parentRun-key", "job-without-name", "not-an-object"])
+def test_an_odd_parent_facet_keeps_the_run_and_its_datasets(db, key, facet, parent):
+    """The ParentRun facet is optional: an odd one was a bad line, the run and its lineage lost."""
+    report = db([_with_parent_facet(key, facet)])
+    assert report.new_events == 1
+    assert current(db.conn) == {("the_dag.task1"): (["in"], ["out"], "COMPLETE", 1, False)}
+    assert hierarchy(db.conn)["ns/the_dag.task1"] == parent

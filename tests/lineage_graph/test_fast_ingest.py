@@ -41,10 +41,11 @@ _FACET_JOB = st.fixed_dictionaries({}, optional={
     "sourceCodeLocation": _maybe(st.fixed_dictionaries({}, optional={"version": _maybe(_TEXT),
                                                                      "url": _maybe(_TEXT)})),
     "sourceCode": _maybe(st.fixed_dictionaries({"sourceCode": _maybe(_TEXT)}))})
+_PARENT = st.fixed_dictionaries({
+    "job": _maybe(st.fixed_dictionaries({"namespace": _maybe(_TEXT), "name": _maybe(_TEXT)})),
+    "run": _maybe(st.fixed_dictionaries({"runId": _maybe(_UUIDS)}))})
 _FACET_RUN = st.fixed_dictionaries({}, optional={
-    "parent": _maybe(st.fixed_dictionaries({
-        "job": _maybe(st.fixed_dictionaries({"namespace": _maybe(_TEXT), "name": _maybe(_TEXT)})),
-        "run": _maybe(st.fixed_dictionaries({"runId": _maybe(_UUIDS)}))})),
+    "parent": _maybe(_PARENT), "parentRun": _maybe(_PARENT),  # (the old Airflow integration's key)
     "errorMessage": _maybe(st.fixed_dictionaries({"message": _maybe(_TEXT)}))})
 EVENTS = st.one_of(st.fixed_dictionaries({
     "eventTime": _maybe(_TIMES),

@@ -106,14 +106,17 @@ def server_error(error: BaseException) -> int | None:
 
 
 def failure_reason(error: BaseException) -> str:
-    """Why a delivery failed for now, for a summary line: the backend's answer, else that it was unreachable."""
+    """Why a delivery failed for now, for a summary line: the backend's answer, else that it was unreachable and
+    how (``cannot connect to h:p: Connection refused (6 attempts)``, ``no answer within 5 s``), redacted."""
     status = _status(error)
     asked = getattr(error, "retry_after", None)
     if isinstance(asked, (int, float)):
         return f"the backend asked to be left alone for {asked:g} s"
     if status is not None:
         return f"the backend answered HTTP {status}"
-    return "backend unreachable"
+    lines = str(error).strip().splitlines()
+    how = redact(lines[0][:200]) if lines else type(error).__name__
+    return f"backend unreachable: {how}"
 
 
 def _other_run(event: dict[str, Any], other: dict[str, Any]) -> bool:

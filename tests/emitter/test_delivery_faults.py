@@ -712,7 +712,7 @@ def reference_keys(tmp_path: Path, log: Path) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("fault, code, note", [
-    ({"port_closed": True}, 3, "events spooled, not delivered (backend unreachable"),
+    ({"port_closed": True}, 3, "events spooled, not delivered (backend unreachable: cannot connect to 127.0.0.1:"),
     ({"status": 500}, 3, "events spooled, not delivered (the backend answered HTTP 500"),
     ({"status": 503, "retry_after": "600"}, 3,
      "events spooled, not delivered (the backend asked to be left alone for 600 s"),

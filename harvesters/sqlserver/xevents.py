@@ -245,8 +245,17 @@ def read_events(stream: BinaryIO, start_offset: int = 0,
             # the writer may still be appending this event: report it, but resume before it
             yield Item(Unreadable("truncated event at end of input", first), first)
         else:
-            yield Item(Unreadable("malformed event" if body is not None else "truncated event", first),
-                       next_offset)
+            yield Item(Unreadable(_malformed(body) if body is not None else "truncated event", first), next_offset)
+
+
+def _malformed(body: bytes) -> str:
+    """Why an event that does not parse is unreadable: its bytes are no UTF-8 (an export in a Windows code page:
+    `sqlcmd -f 65001` writes UTF-8), or it is malformed."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return "invalid UTF-8"
+    return "malformed event"
 
 
 def _tag_begun(piece: bytes, end: int) -> bool:

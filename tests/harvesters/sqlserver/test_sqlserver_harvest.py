@@ -366,7 +366,7 @@ GOOD2 = xe("sql_statement_completed", at(1), "INSERT INTO dbo.c SELECT * FROM db
 BAD_INPUT_CASES = [
     ("clean", [GOOD, GOOD2], 0, "0 unparsed, 0 unreadable"),
     ("truncated event", [GOOD, GOOD2[:200], GOOD2], 1, "1 unreadable (truncated event: 1)"),
-    ("invalid UTF-8", [GOOD, GOOD2.replace(b"dbo.c", b"dbo.\xff"), GOOD2], 1, "1 unreadable (malformed event: 1)"),
+    ("invalid UTF-8", [GOOD, GOOD2.replace(b"dbo.c", b"dbo.\xff"), GOOD2], 1, "1 unreadable (invalid UTF-8: 1)"),
     ("unknown event", [GOOD, xe("lock_acquired", at(0.5)), GOOD2], 0, "0 unreadable"),
     ("unparseable statement", [GOOD, xe("sql_statement_completed", at(0.5), "INSERT INTO (((", seq=9), GOOD2], 1,
      "1 unparsed ("),

@@ -111,7 +111,7 @@ BAD_INPUT_CASES = [
     ("truncated inside CDATA", A[:1200] + b"\n" + B, [("unreadable", "truncated event"),
                                                       ("event", "sql_statement_completed")]),
     ("invalid UTF-8", A.replace(b"FactSales", b"Fact\xffSales", 1) + b"\n" + B,
-     [("unreadable", "malformed event"), ("event", "sql_statement_completed")]),
+     [("unreadable", "invalid UTF-8"), ("event", "sql_statement_completed")]),
     ("junk line", A + b"\n(2 rows affected)\n" + B, [("event", "sql_statement_completed"),
                                                      ("unreadable", "text between events"),
                                                      ("event", "sql_statement_completed")]),

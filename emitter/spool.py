@@ -319,9 +319,14 @@ class Spool:
                 fitting += 1
             if fitting < len(lines) and not self._warned_full:
                 self._warned_full = True
-                log.warning("lineage spool %s is full (%d bytes): new undeliverable events are DROPPED "
-                            "until `lineage-capture replay` drains it or spool.maxBytes is raised",
-                            self.directory, self.max_bytes)
+                if path == self.events_path:
+                    log.warning("lineage spool %s is full (%d bytes): new undeliverable events are DROPPED "
+                                "until `lineage-capture replay` drains it or spool.maxBytes is raised",
+                                self.directory, self.max_bytes)
+                else:
+                    log.warning("lineage dead letters %s are full (%d bytes): events the backend refuses cannot be "
+                                "set aside until `lineage-capture replay --dead-letters list|retry|discard` empties "
+                                "them or spool.maxBytes is raised", path, self.max_bytes)
             if not fitting:
                 return 0
             self._write_destination()

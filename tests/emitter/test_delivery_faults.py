@@ -618,7 +618,7 @@ def test_a_suspect_parent_start_is_not_overtaken_by_its_child():
 
 
 @pytest.mark.parametrize("limit", ["dead letters full", "disk full"])
-def test_a_refused_spooled_event_that_cannot_be_set_aside_stays_spooled(tmp_path, limit):
+def test_a_refused_spooled_event_that_cannot_be_set_aside_stays_spooled(tmp_path, limit, caplog):
     """A replay whose backend refuses an event for good (422) when it cannot be set aside (the dead letters at
     spool.maxBytes, or the disk full): the event stays in the spool, the replay stops at it and says so (exit 1),
     nothing is lost. Before, the spool was emptied all the same and the replay exited 0 or 3."""
@@ -640,6 +640,9 @@ def test_a_refused_spooled_event_that_cannot_be_set_aside_stays_spooled(tmp_path
     remaining = [decode_record(line) for line in before.splitlines(True)][in_order.index(REJECTED):]
     assert keys(remaining)[0] == REJECTED and spool.pending_bytes() == sum(
         len(line) for line in before.splitlines(True)[in_order.index(REJECTED):])
+    if limit == "dead letters full":  # the warning says what empties them (a replay does not)
+        assert any("dead letters" in r.getMessage() and "--dead-letters list|retry|discard" in r.getMessage()
+                   for r in caplog.records)
 
 
 def test_a_backend_asking_to_be_left_alone_is_left_alone(tmp_path):

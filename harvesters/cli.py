@@ -34,6 +34,7 @@ exit codes:
   3  everything harvested and the state advanced, but events did not reach the backend: they wait in
      the spool (backend unreachable; `lineage-capture replay` or the next run sends them) or the backend
      refused them for good (dead letters: `lineage-capture replay --dead-letters list`)
+  130 interrupted (Ctrl-C); the state was not advanced past what was delivered or spooled
 """
 
 
@@ -99,7 +100,11 @@ def main(argv: list[str] | None = None, prog: str = "harvest") -> int:
     # the subcommand is the first argument (``harvest`` has no options of its own); anything else (--help,
     # a typo) gets the full parser, so help and "invalid choice" list every subcommand
     command = argv[0] if argv and argv[0] in SUBCOMMANDS else None
-    return run(build_parser(command, prog).parse_args(argv))
+    try:
+        return run(build_parser(command, prog).parse_args(argv))
+    except KeyboardInterrupt:  # Ctrl-C: one line; the state advances only once the events are delivered or spooled
+        print(f"{prog}: interrupted; the state was not advanced past what was delivered", file=sys.stderr)
+        return 130  # (the delivery child keeps what it was handed; the rest is harvested again by the next run)
 
 
 if __name__ == "__main__":

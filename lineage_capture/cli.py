@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `lineage-capture config | head -1`: the reader left; no traceback about it
         _quiet_stdout()
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's code for SIGINT (a harvest's state only advances
+        print(f"{PROG}: interrupted", file=sys.stderr)  # once its events are delivered or spooled)
+        return 130
 
 
 def _quiet_stdout() -> None:

@@ -1041,3 +1041,28 @@ def test_the_file_transport_on_a_full_disk_counts_what_it_could_not_write(full_d
                         "--conf", f"spool.dir={tmp_path / 'spool'}"]) == 0
     events = [json.loads(line) for line in location.read_text().splitlines()]
     assert len(events) == counts.delivered + counts.spooled
+
+
+def test_ctrl_c_ends_a_harvest_with_one_line_and_its_state_untouched(tmp_path):
+    """SIGINT (Ctrl-C) while the harvest waits on a hanging backend: it ends at once with exit 130 and one line,
+    no traceback; no state written (it advances only once the events are delivered or spooled)."""
+    import signal
+
+    log = make_log(tmp_path / "log.xml", 20)
+    errors = tmp_path / "stderr.txt"
+    with Backend(hang=True) as backend, open(errors, "w") as stderr:
+        settings = conf(backend.url, **{"spool.dir": str(tmp_path / "spool"), "transport.timeout": "30"})
+        process = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from harvesters.cli import main; sys.exit(main(sys.argv[1:]))",
+             "sqlserver", "--xml", str(log), "--server", "db01", "--state", str(tmp_path / "state.json"),
+             *argv_of(settings)], stdout=subprocess.DEVNULL, stderr=stderr, cwd=ROOT)
+        deadline = time.monotonic() + 60
+        while not backend.requests and time.monotonic() < deadline:  # it is waiting on the backend now
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        assert process.wait(timeout=60) == 130
+        assert time.monotonic() - interrupted < 5  # (its delivery child may still wait on the backend)
+    text = errors.read_text()
+    assert "harvest: interrupted" in text and "Traceback" not in text
+    assert not (tmp_path / "state.json").exists()

@@ -41,12 +41,15 @@ def job_versions(runs: Iterable[tuple]) -> list[Version]:
     A new version when the job is new, when its input or output set changed, or when its code version changed;
     run status is not a criterion (a failed run knows its datasets). A run without inputs/outputs whose code
     version changed keeps the previous lineage, marked ``lineage_unknown``; a run without lineage and without code
-    change changes nothing. Runs still in progress count only while the job has no finished run."""
+    change changes nothing. Runs still in progress count only while the job has no finished run with lineage (a
+    streaming job's long RUNNING run keeps its lineage beside a finished run that named no dataset)."""
     runs = list(runs)
     finished = [r for r in runs if r[1] == 2]
+    if not any(r[4] or r[5] for r in finished):
+        finished = runs
     versions: list[Version] = []
     cur: Version | None = None
-    for run_id, _rank, t, code, inputs, outputs in (finished or runs):
+    for run_id, _rank, t, code, inputs, outputs in finished:
         has_io = bool(inputs or outputs)
         if cur is None:
             cur = Version(1, run_id, t, code, inputs, outputs, False)

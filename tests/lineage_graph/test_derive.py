@@ -52,6 +52,10 @@ CURRENT = [
     pytest.param([E(1, "r1", "a")], {"a": ([], [], "COMPLETE", 1, False)}, id="new-job-without-lineage"),
     pytest.param([E(1, "r1", "a", outputs=["y"]), E(5, "r2", "a", "START", inputs=["q"])],
                  {"a": ([], ["y"], "START", 1, False)}, id="run-in-progress-makes-no-version"),
+    # Marquez's testGetLineageForCompleteStreamingJob: a streaming run still RUNNING with lineage, and a finished
+    # run that named no dataset: the lineage stays (it was lost: the finished run alone made the version)
+    pytest.param([E(1, "r1", "s", "RUNNING", inputs=["in"], outputs=["out"]), E(2, "r2", "s")],
+                 {"s": (["in"], ["out"], "COMPLETE", 1, False)}, id="streaming-run-beside-a-finished-run-without-io"),
     pytest.param([E(1, "r1", "a", inputs=[("/t/dt=2024-01-01/h=1", "s3://b")], outputs=["#tmp", "y"])],
                  {"a": (["t"], ["y"], "COMPLETE", 1, False)}, id="partitions-one-dataset-temp-table-none"),
     # one object or path, however a producer split it between namespace and name: OpenLineage's naming (the JVM

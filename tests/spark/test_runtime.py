@@ -686,7 +686,8 @@ def test_application_details_unreadable_costs_only_that_facet(spark, workdir, mo
     assert all(DETAILS not in e["run"]["facets"] for e in events)
     assert not app.guard.failures
     assert [r.getMessage() for r in caplog.records if DETAILS in r.getMessage()] == [
-        "lineage capture: the spark_applicationDetails facet cannot be read"]
+        "lineage capture: the spark_applicationDetails facet cannot be read "
+        "(AttributeError: 'NoneType' object has no attribute 'sc')"]
 
 
 YARN_PROXY = "spark.org.apache.hadoop.yarn.server.webproxy.amfilter.AmIpFilter.param.PROXY_URI_BASES"

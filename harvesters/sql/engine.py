@@ -165,6 +165,8 @@ _TABLE_KINDS = frozenset({"TABLE", "EXTERNAL TABLE", "DYNAMIC TABLE"})
 _CREATE_HEAD_CHARS = 200
 _CREATE_WORD = re.compile(r"\bCREATE\b", re.IGNORECASE)
 _QUERIES = (exp.Select, exp.SetOperation, exp.Subquery, exp.Values)
+_OUTPUT_WORD = re.compile(r"\bOUTPUT\b", re.IGNORECASE)
+_TABLE_LITERAL = re.compile(r"\bTABLE\s*\(\s*'", re.IGNORECASE)
 # Subtrees whose tables are not read: foreign-key REFERENCES targets, a temporal table's HISTORY_TABLE (attached or
 # created empty, nothing read from it).
 _PRUNE = (exp.Reference, exp.WithSystemVersioningProperty)
@@ -501,8 +503,10 @@ class _Analyzer:
         mode = _CREATE if node.args.get("overwrite") and not node.args.get("exists") else _WRITE
         # T-SQL's composable DML, `INSERT ... SELECT ... FROM (MERGE t ... OUTPUT ...) AS c`: the inner statement
         # writes its own target (no read) and reads its sources; its OUTPUT rows flow into the INSERT's target
+        # (a walk of the INSERT's tree only where the text has an OUTPUT clause, which composable DML needs)
         nested = [n for n in node.find_all(exp.Merge, exp.Update, exp.Delete)
-                  if n.find_ancestor(exp.Merge, exp.Update, exp.Delete, exp.Insert) is node]  # (not a MERGE's actions)
+                  if n.find_ancestor(exp.Merge, exp.Update, exp.Delete, exp.Insert) is node] \
+            if _OUTPUT_WORD.search(self.text) else []
         for statement in nested:
             self._statement(statement)
         writes = [(target, mode)] if isinstance(target, exp.Table) else []
@@ -875,7 +879,7 @@ class _Analyzer:
     def _function_tables(self, node: exp.Expr, side: int) -> Iterator[_Name]:
         """Tables named by the input (`side` 0) or output (1) arguments of the dialect's table functions under
         `node`: a string (`'db.t'`) or a name (ClickHouse `dictGet(db.dict, ...)`)."""
-        if self.rules.table_literals and side == 0:
+        if self.rules.table_literals and side == 0 and _TABLE_LITERAL.search(self.text):  # (else no tree walk)
             for rows in node.find_all(exp.TableFromRows):  # Snowflake's table literal, TABLE('db.s.t'): t is read
                 if isinstance(rows.this, exp.Literal) and rows.this.is_string:
                     if (name := self._name(self._to_table(rows.this.name))) is not None:

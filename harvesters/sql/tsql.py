@@ -414,7 +414,10 @@ def _key_index_kind(p: _Pass, i: int) -> int | None:
 def _fulltext_language(p: _Pass, i: int) -> int | None:
     """``, LANGUAGE <term>`` inside ``CONTAINS`` / ``FREETEXT`` / ``CONTAINSTABLE`` / ``FREETEXTTABLE``: the word
     breaker's language, which sqlglot rejects, is dropped (the full-text table is read all the same)."""
-    if not p.depth or p.tokens[i].text.upper() != "LANGUAGE" or not p.out or p.out[-1].token_type != TokenType.COMMA:
+    text = p.tokens[i].text
+    # (length first: the rule is tried at every word inside parentheses)
+    if not p.depth or len(text) != 8 or text.upper() != "LANGUAGE" or not p.out \
+            or p.out[-1].token_type != TokenType.COMMA:
         return None
     j = i + 1
     while j < p.n and p.kinds[j] == TokenType.PARAMETER:  # @language

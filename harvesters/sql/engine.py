@@ -205,6 +205,8 @@ class _Analyzer:
         self.errors: list[str] = []
         self.depth = 0
         self.text = ""  # the batch being read (statement nodes point into it)
+        self.has_output = False  # it has an OUTPUT clause (T-SQL's composable DML needs one)
+        self.has_table_literal = False  # it has a Snowflake table literal, TABLE('...')
 
     # ---- driving -------------------------------------------------------------------------------------
 
@@ -247,11 +249,16 @@ class _Analyzer:
     def _batch(self, text: str) -> None:
         if self.rules.text_fix:
             text = self.rules.text_fix(text)
-        outer, self.text = self.text, text  # dynamic SQL reads an inner batch in the middle of this one
+        # dynamic SQL reads an inner batch in the middle of this one; the word tests are made once per batch (per
+        # statement they made a long script quadratic)
+        outer = self.text, self.has_output, self.has_table_literal
+        self.text = text
+        self.has_output = _OUTPUT_WORD.search(text) is not None
+        self.has_table_literal = self.rules.table_literals and _TABLE_LITERAL.search(text) is not None
         try:
             self._read_batch(text)
         finally:
-            self.text = outer
+            self.text, self.has_output, self.has_table_literal = outer
 
     def _read_batch(self, text: str) -> None:
         try:
@@ -506,7 +513,7 @@ class _Analyzer:
         # (a walk of the INSERT's tree only where the text has an OUTPUT clause, which composable DML needs)
         nested = [n for n in node.find_all(exp.Merge, exp.Update, exp.Delete)
                   if n.find_ancestor(exp.Merge, exp.Update, exp.Delete, exp.Insert) is node] \
-            if _OUTPUT_WORD.search(self.text) else []
+            if self.has_output else []
         for statement in nested:
             self._statement(statement)
         writes = [(target, mode)] if isinstance(target, exp.Table) else []
@@ -879,7 +886,7 @@ class _Analyzer:
     def _function_tables(self, node: exp.Expr, side: int) -> Iterator[_Name]:
         """Tables named by the input (`side` 0) or output (1) arguments of the dialect's table functions under
         `node`: a string (`'db.t'`) or a name (ClickHouse `dictGet(db.dict, ...)`)."""
-        if self.rules.table_literals and side == 0 and _TABLE_LITERAL.search(self.text):  # (else no tree walk)
+        if side == 0 and self.has_table_literal:  # (else no tree walk)
             for rows in node.find_all(exp.TableFromRows):  # Snowflake's table literal, TABLE('db.s.t'): t is read
                 if isinstance(rows.this, exp.Literal) and rows.this.is_string:
                     if (name := self._name(self._to_table(rows.this.name))) is not None:

@@ -321,12 +321,13 @@ def _async_statements(tokens: list[Token], text: str) -> list[Token]:
     for i, token in enumerate(tokens):
         if i in closing:
             continue
-        if token.text.upper() == "ASYNC" and token.token_type != TokenType.STRING \
-                and _word(tokens, i + 1) == "(":
-            if i in starts or (i and tokens[i - 1].token_type in (TokenType.BEGIN, TokenType.SEMICOLON)):
+        if token.text.upper() == "ASYNC" and token.token_type != TokenType.STRING and _word(tokens, i + 1) == "(":
+            if i in starts or tokens[i - 1].token_type in (TokenType.BEGIN, TokenType.SEMICOLON):
                 closing.update({i + 1, skip_group(tokens, i + 1) - 1})  # a statement: its parentheses go too
-            continue
-        out.append(token)
+                continue
+            if tokens[i - 1].token_type == TokenType.COLON_EQ:  # `r := ASYNC (<query>)`: the query stays
+                continue
+        out.append(token)  # (elsewhere ASYNC is a name: a table `async (id)` stays one)
     return out
 
 

@@ -417,7 +417,7 @@ def _fulltext_language(p: _Pass, i: int) -> int | None:
     text = p.tokens[i].text
     # (length first: the rule is tried at every word inside parentheses)
     if not p.depth or len(text) != 8 or text.upper() != "LANGUAGE" or not p.out \
-            or p.out[-1].token_type != TokenType.COMMA:
+            or p.out[-1].token_type != TokenType.COMMA or not _in_fulltext_call(p.out):
         return None
     j = i + 1
     while j < p.n and p.kinds[j] == TokenType.PARAMETER:  # @language
@@ -426,6 +426,23 @@ def _fulltext_language(p: _Pass, i: int) -> int | None:
         return None
     p.out.pop()
     return j + 1
+
+
+def _in_fulltext_call(out: list[Token]) -> bool:
+    """Whether the innermost open parenthesis of ``out`` opens a full-text predicate's or function's arguments."""
+    depth = 0
+    for j in range(len(out) - 1, 0, -1):
+        kind = out[j].token_type
+        if kind == TokenType.R_PAREN:
+            depth += 1
+        elif kind == TokenType.L_PAREN:
+            if depth == 0:
+                return out[j - 1].text.upper() in _FULLTEXT_CALLS
+            depth -= 1
+    return False
+
+
+_FULLTEXT_CALLS = frozenset({"CONTAINS", "FREETEXT", "CONTAINSTABLE", "FREETEXTTABLE"})
 
 
 def _into_filegroup(p: _Pass, i: int) -> int | None:

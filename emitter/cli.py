@@ -170,7 +170,7 @@ def _send(prog: str, spool: Any, transport_config: dict[str, Any], dead_letters:
     try:
         if dead_letters:
             return _retry_dead_letters(spool, transport, rejection)
-        delivery = Delivery(transport, spool, retry_after=0)
+        delivery = Delivery(transport, spool, retry_after=0, keep_refused=True)
         delivery.replay()
         delivery.close()
     finally:

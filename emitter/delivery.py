@@ -114,8 +114,8 @@ def failure_reason(error: BaseException) -> str:
         return f"the backend asked to be left alone for {asked:g} s"
     if status is not None:
         return f"the backend answered HTTP {status}"
-    lines = str(error).strip().splitlines()
-    how = redact(lines[0][:200]) if lines else type(error).__name__
+    lines = redact(str(error)).strip().splitlines()  # (redacted whole, then cut: a cut could split a secret)
+    how = lines[0][:200] if lines else type(error).__name__
     return f"backend unreachable: {how}"
 
 
@@ -159,8 +159,13 @@ class Delivery:
     """Sends events through the transport(s), spooling and dead-lettering as the module docstring says."""
 
     def __init__(self, transport: Any, spool: Spool, retry_after: float, width: int = 1,
-                 make_transport: Callable[[], Any] | None = None, legacy_spool: Spool | None = None) -> None:
+                 make_transport: Callable[[], Any] | None = None, legacy_spool: Spool | None = None,
+                 keep_refused: bool = False) -> None:
         self.transport = transport  # the caller's thread's transport: inline sending and replays
+        #: a refused spooled event that cannot be set aside (dead letters full) stays in the spool and stops the
+        #: replay (``lineage-capture replay``, run by hand); a producer's own replay counts it as lost instead: it
+        #: must never block the events behind it
+        self.keep_refused = keep_refused
         self.spool = spool
         self.legacy_spool = legacy_spool  # a spool of an older version (no destination recorded): adopted
         self.retry_after = retry_after
@@ -308,8 +313,8 @@ class Delivery:
     def _dead_letter(self, event: dict[str, Any], status: int, answer: str, why: str = "for good",
                      spooled: bool = False) -> None:
         """Set ``event`` aside with the backend's answer. One that cannot be (dead letters full, disk full) is lost
-        and counted, unless it is ``spooled`` (a replay's): then it stays in the spool (:class:`SpoolError`
-        stops the replay at it), as the runs that spooled it have moved on and could not send it again."""
+        and counted, unless it is ``spooled`` (a replay's by hand, :attr:`keep_refused`): then it stays in the spool
+        (:class:`SpoolError` stops the replay at it), as the runs that spooled it have moved on."""
         try:
             kept = self.spool.add_dead_letter(event, status, answer)
         except SpoolError as error:
@@ -412,14 +417,14 @@ class Delivery:
             if server_error(error) is not None:
                 raise Suspect(error)  # the spool tries the event behind it (see the module docstring)
             raise error  # stops the replay; the event stays in the spool
-        self._dead_letter(event, *refused, spooled=True)
+        self._dead_letter(event, *refused, spooled=self.keep_refused)
 
     def _set_aside(self, event: dict[str, Any], suspect: Suspect) -> None:
         """A spooled event the backend failed on twice while it accepted the one behind it: a dead letter."""
         self._replay_failure = None
         status = server_error(suspect.error) or 500
         self._dead_letter(event, status, _answer_text(suspect.error) or str(suspect.error),
-                          why="again and again while it accepted the next one", spooled=True)
+                          why="again and again while it accepted the next one", spooled=self.keep_refused)
 
     # ---- parallel mode -----------------------------------------------------------------------------------
 

@@ -63,9 +63,13 @@ def _basic_credentials(text: str, m: re.Match[str]) -> bool:
         return False
     value = text[m.start("v"):m.end("v")]
     try:
-        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8")
-    except (ValueError, UnicodeDecodeError):  # binascii.Error is a ValueError
+        raw = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except ValueError:  # binascii.Error is a ValueError
         return False
+    try:
+        decoded = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        decoded = raw.decode("latin-1")  # what requests encodes user:password in
     return ":" in decoded and decoded.isprintable()
 
 

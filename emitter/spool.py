@@ -456,16 +456,17 @@ class Spool:
                 return False
         except Exception:  # noqa: BLE001 - the caller's transport failed: stop, keep order
             return False
-        failed_witnesses = 0
+        failed: list[dict[str, Any]] = []  # witnesses failed on too: they stay in place, and so do their relatives
         for later in range(at + 1, len(lines)):  # a witness: the next event of an unrelated run
             witness = None if later in sent_ahead else decode_record(lines[later])
-            if witness is None or (independent is not None and not independent(event, witness)):
+            if witness is None or (independent is not None and not all(
+                    independent(before, witness) for before in (event, *failed))):
                 continue
             try:
                 send(witness)
             except Suspect:  # it may be failed on as well (the same bad dataset): another witness is tried
-                failed_witnesses += 1
-                if failed_witnesses >= MAX_FAILED_WITNESSES:
+                failed.append(witness)
+                if len(failed) >= MAX_FAILED_WITNESSES:
                     return False  # the destination fails on everything: it is the destination
                 continue
             except Exception:  # noqa: BLE001 - the destination is down or refusing: stop, keep order

@@ -645,6 +645,23 @@ def test_a_refused_spooled_event_that_cannot_be_set_aside_stays_spooled(tmp_path
                    for r in caplog.records)
 
 
+def test_a_producer_replay_never_blocks_behind_an_event_it_cannot_set_aside(tmp_path):
+    """The next run's emitter replays the spool before its own events: a refused event that cannot be set aside
+    (dead letters full) is counted lost there, and the events behind it and the run's own are delivered (a replay
+    by hand keeps it instead: see the test above). Stopping there blocked every later event for good."""
+    port = free_port()
+    settings = conf(f"http://127.0.0.1:{port}", **{"spool.dir": str(tmp_path / "spool")})
+    emitter = Emitter.from_config(settings)
+    emitter.emit_batch(tree_records())
+    assert emitter.close().spooled == 12
+    with Backend(port, reject=lambda e: (e["run"]["runId"], e["eventType"]) == REJECTED) as backend:
+        later = Emitter.from_config({**settings, "spool.maxBytes": "100"})
+        later.emit_batch(tree_records()[8:])  # (the same run ids again: the backend takes them twice)
+        counts = later.close()
+    assert (counts.dropped, counts.dead_lettered) == (1, 0)
+    assert len(backend.events) == 11 + 4 and later.spool.pending_bytes() == 0
+
+
 def test_a_backend_asking_to_be_left_alone_is_left_alone(tmp_path):
     """A 503 with ``Retry-After: 120``: one request, not a retry every few hundred milliseconds; the events wait
     in the spool, and the emitter does not try again for those 120 s (it does after 30 s otherwise)."""
@@ -1066,3 +1083,31 @@ def test_ctrl_c_ends_a_harvest_with_one_line_and_its_state_untouched(tmp_path):
     text = errors.read_text()
     assert "harvest: interrupted" in text and "Traceback" not in text
     assert not (tmp_path / "state.json").exists()
+
+
+def test_a_failed_witness_keeps_its_children_behind_it(tmp_path):
+    """A suspect's first witness is failed on too (a task run's START): it stays in place, and so does its child,
+    which is no witness either; an unrelated run's event is. The child's START went ahead of its parent's."""
+    from emitter.delivery import _other_run
+    from emitter.spool import Suspect
+
+    def event(run: str, kind: str, parent: str | None = None) -> dict:
+        facets = {"parent": {"run": {"runId": parent}, "job": {"namespace": "ns", "name": "p"}}} if parent else {}
+        return {"eventType": kind, "run": {"runId": run, "facets": facets}, "job": {"namespace": "ns", "name": run}}
+
+    spool = Spool(tmp_path / "spool", 10_000_000)
+    spool.append_many([event("x", "START"), event("t", "START"), event("c", "START", parent="t"),
+                       event("u", "START")])
+    sent: list[tuple[str, str]] = []
+    failing = {("x", "START"), ("t", "START")}
+
+    def send(e: dict) -> None:
+        if (e["run"]["runId"], e["eventType"]) in failing:
+            raise Suspect(RuntimeError("500"))
+        sent.append((e["run"]["runId"], e["eventType"]))
+
+    set_aside: list[str] = []
+    spool.replay(send, lambda e, _: set_aside.append(e["run"]["runId"]), _other_run)
+    assert sent[0] == ("u", "START")  # the witness: not t's child
+    assert ("c", "START") not in sent[:sent.index(("u", "START")) + 1]
+    assert set_aside[0] == "x"

@@ -89,6 +89,7 @@ MASKED = [
     # a backend's answer quoting the request's Basic credentials; plain English "basic ..." stays
     ('400 {"echo": "Basic bGluOlVybFB3ZDEyMzQ="} basic statistics, Basic realm="lineage"',
      ["bGluOlVybFB3ZDEyMzQ="], ['"Basic ***"', "basic statistics", 'Basic realm="lineage"']),
+    ("echo: Basic dTpw5A==", ["dTpw5A=="], ["Basic ***"]),  # u:p\xe4, latin-1 as requests encodes it
     ("x-api-key: 0123456789abcdef", ["0123456789abcdef"], ["x-api-key: ***"]),
     # Spark/JVM options and properties in command lines and logs
     ("--conf spark.hadoop.fs.s3a.secret.key=SK1 --conf spark.openlineage.transport.auth.apiKey=AK1",

@@ -45,11 +45,10 @@ def job_versions(runs: Iterable[tuple]) -> list[Version]:
     streaming job's long RUNNING run keeps its lineage beside a finished run that named no dataset)."""
     runs = list(runs)
     finished = [r for r in runs if r[1] == 2]
-    if not any(r[4] or r[5] for r in finished):
-        finished = runs
+    counted = finished if any(r[4] or r[5] for r in finished) else runs
     versions: list[Version] = []
     cur: Version | None = None
-    for run_id, _rank, t, code, inputs, outputs in finished:
+    for run_id, _rank, t, code, inputs, outputs in counted:
         has_io = bool(inputs or outputs)
         if cur is None:
             cur = Version(1, run_id, t, code, inputs, outputs, False)

@@ -3,7 +3,9 @@ process, to
 
 - the file transport (the reference);
 - an HTTP backend answering every POST after 10 ms (a slow Marquez), in its own process on 127.0.0.1;
-- an HTTP backend that takes every request and never answers (a hanging Marquez): all events must be spooled.
+- an HTTP backend that takes every request and never answers (a hanging Marquez): all events must be spooled;
+- then `lineage-capture replay` of that spool to the slow backend: a replay sends as fast as a harvest delivers
+  (before, one request at a time: ten times the fresh delivery's time).
 
     .venv/bin/python benchmarks/delivery_faults.py
     .venv/bin/python benchmarks/delivery_faults.py --statements 5000 --delay-ms 10 --in-flight 16 --repeat 5
@@ -205,9 +207,23 @@ def main() -> int:
         spooled = sum(1 for p in (work / "spool-hang").rglob("events.jsonl") for _ in open(p, "rb"))
         print(f"http, hanging backend: {hang_s:6.2f} s  exit {hang_code}  {spooled} events spooled "
               f"(target: all {events} within 15 s)  [{hang_summary}]")
+
+        def replay(url: str) -> tuple[float, int, str]:
+            argv = [sys.executable, "-m", "lineage_capture.cli", "replay", "--to-configured", "--conf",
+                    f"spool.dir={work / 'spool-hang'}", "--conf", "transport.type=http", "--conf",
+                    f"transport.url={url}"]
+            started = time.perf_counter()
+            done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+            return time.perf_counter() - started, done.returncode, done.stdout.strip()[:160]
+
+        (replay_s, replay_code, replay_said), replayed = with_backend("slow", args.delay_ms / 1000, replay,
+                                                                    args.threaded_backend)
+        print(f"replay of that spool, {args.delay_ms:g} ms answers: {replay_s:6.2f} s  exit {replay_code}  "
+              f"{replayed} POSTs received  ratio to the harvest's fresh delivery {replay_s / slow_s:.2f}  "
+              f"[{replay_said}]")
         print(json.dumps({"statements": args.statements, "file_s": round(file_s, 2), "slow_s": round(slow_s, 2),
                           "slow_ratio": round(ratio, 2), "hang_s": round(hang_s, 2), "hang_spooled": spooled,
-                          "events": events}))
+                          "events": events, "replay_s": round(replay_s, 2), "replayed": replayed}))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

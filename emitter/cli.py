@@ -164,13 +164,20 @@ def _send(prog: str, spool: Any, transport_config: dict[str, Any], dead_letters:
     """Replay one spool (or re-send its dead letters) through the transport; its exit code."""
     from emitter.delivery import Delivery, rejection
     from emitter.spool import describe_destination
-    from emitter.transport import create_transport
+    from emitter.transport import create_transport, parallel_plan
 
-    transport = create_transport(transport_config)
+    # as the emitter sends (http: requests in flight; async_http as http, see parallel_plan)
+    plan, width = parallel_plan(transport_config)
+    transport = create_transport(plan)
+
+    def make() -> Any:
+        return create_transport(plan, announce=False)
+
     try:
         if dead_letters:
             return _retry_dead_letters(spool, transport, rejection)
-        delivery = Delivery(transport, spool, retry_after=0, keep_refused=True)
+        delivery = Delivery(transport, spool, retry_after=0, width=width, make_transport=make if width > 1 else None,
+                            keep_refused=True)
         delivery.replay()
         delivery.close()
     finally:

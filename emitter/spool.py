@@ -49,6 +49,9 @@ SYNC_EVERY_SECONDS = 0.5
 #: A replay reads at most about this many bytes of records at a time (under ``spool.lock``, released while it
 #: sends them): its memory stays bounded and an append never waits for a send.
 REPLAY_CHUNK_BYTES = 1 << 20
+#: Records a replay hands to a delivery that sends several at once (``send_many``), at most: its requests in flight
+#: are kept busy while the records it waits on stay few.
+REPLAY_BATCH = 512
 #: The backend's answer kept with a dead letter is cut to this many characters.
 ANSWER_CHARS = 2000
 DESTINATION_FILE = "destination.json"
@@ -396,7 +399,8 @@ class Spool:
 
     def replay(self, send: Callable[[dict[str, Any]], None],
                set_aside: Callable[[dict[str, Any], Suspect], None] | None = None,
-               independent: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> tuple[int, int]:
+               independent: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
+               send_many: SendMany | None = None) -> tuple[int, int]:
         """Re-send spooled events oldest first, stopping at the first failure (order is kept).
 
         Returns (delivered, still pending bytes). ``send`` raises on a failure that should stop the replay; it
@@ -413,6 +417,14 @@ class Spool:
         cannot keep the event (the replay then stops at it: it stays in the spool). The later record is not sent
         again when the replay reaches it; if the replay stops before that, a later replay sends it again (a
         duplicate, never a loss).
+
+        ``send_many`` (a delivery with several requests in flight) is handed up to :data:`REPLAY_BATCH` records at
+        once; it returns, by position in the list it was given, what ``send`` would have raised for each record it
+        sent (None: sent, or set aside). Those outcomes are then read in order as if ``send`` had returned them, and
+        a record it did not send is handed over again.
+
+        A record sent ahead of the one the replay stops at is blanked in the file (spaces, the same length: the
+        next replay skips it); a crash before that makes the next replay send it again (a duplicate, never a loss).
         """
         delivered = 0
         with self._locked(create=False, name=REPLAY_LOCK) as present:  # one replay at a time, appends go on
@@ -425,13 +437,18 @@ class Spool:
                     lines = self._read_or_finish(offset)
                     if lines is None:
                         return delivered, 0
-                    sent_ahead: set[int] = set()  # records of this chunk sent before a suspect's second try
+                    chunk_at = offset
+                    sent_ahead: set[int] = set()  # records of this chunk sent before the replay reached them
+                    outcomes: dict[int, BaseException | None] = {}  # send_many's, by position in the chunk
                     for at, line in enumerate(lines):
                         if at not in sent_ahead:
                             event = self._decoded(line)
                             if event is not None:
-                                if not self._replay_one(event, lines, at, sent_ahead, send, set_aside,
+                                if send_many is not None and at not in outcomes:
+                                    _send_batch(lines, at, sent_ahead, outcomes, send_many)
+                                if not self._replay_one(event, lines, at, sent_ahead, outcomes, send, set_aside,
                                                         independent):
+                                    self._blank(chunk_at, lines, sorted(i for i in sent_ahead if i > at))
                                     self._save_offset(offset)
                                     return delivered, self.pending_bytes()
                                 delivered += 1
@@ -444,33 +461,33 @@ class Spool:
 
     @staticmethod
     def _replay_one(event: dict[str, Any], lines: list[bytes], at: int, sent_ahead: set[int],
-                    send: Callable[[dict[str, Any]], None],
+                    outcomes: dict[int, BaseException | None], send: Callable[[dict[str, Any]], None],
                     set_aside: Callable[[dict[str, Any], Suspect], None] | None,
                     independent: Callable[[dict[str, Any], dict[str, Any]], bool] | None) -> bool:
-        """Send the event of ``lines[at]`` (a suspect as :meth:`replay` says); False when the replay stops."""
-        try:
-            send(event)
+        """Send the event of ``lines[at]`` (a suspect as :meth:`replay` says), or read how ``send_many`` did; False
+        when the replay stops."""
+        first = outcomes.pop(at) if at in outcomes else _attempt(send, event)
+        if first is None:
             return True
-        except Suspect:
-            if set_aside is None:
-                return False
-        except Exception:  # noqa: BLE001 - the caller's transport failed: stop, keep order
-            return False
+        if not isinstance(first, Suspect) or set_aside is None:
+            return False  # the destination is down or refusing: stop, keep order
         failed: list[dict[str, Any]] = []  # witnesses failed on too: they stay in place, and so do their relatives
         for later in range(at + 1, len(lines)):  # a witness: the next event of an unrelated run
-            witness = None if later in sent_ahead else decode_record(lines[later])
+            witness = decode_record(lines[later])
             if witness is None or (independent is not None and not all(
                     independent(before, witness) for before in (event, *failed))):
                 continue
-            try:
-                send(witness)
-            except Suspect:  # it may be failed on as well (the same bad dataset): another witness is tried
+            # one sent ahead (a batch's, an earlier witness) is a witness already taken
+            outcome = None if later in sent_ahead else outcomes.get(later, _UNSENT)
+            if outcome is _UNSENT:
+                outcome = _attempt(send, witness)
+            if isinstance(outcome, Suspect):  # failed on as well (the same bad dataset): another witness is tried
                 failed.append(witness)
                 if len(failed) >= MAX_FAILED_WITNESSES:
                     return False  # the destination fails on everything: it is the destination
                 continue
-            except Exception:  # noqa: BLE001 - the destination is down or refusing: stop, keep order
-                return False
+            if outcome is not None:
+                return False  # the destination is down or refusing: stop, keep order
             sent_ahead.add(later)
             try:
                 send(event)
@@ -517,6 +534,31 @@ class Spool:
                 self.offset_path.unlink(missing_ok=True)
                 return None
             return lines
+
+    def _blank(self, chunk_at: int, lines: list[bytes], positions: list[int]) -> None:
+        """Overwrite the records at ``positions`` of the chunk read at ``chunk_at`` with spaces (they were sent
+        ahead of the record the replay stopped at), so that no later replay sends them again. Under
+        ``spool.lock``; appends only write after them. On failure they stay (duplicates later, never a loss)."""
+        if not positions:
+            return
+        starts = [chunk_at]
+        for line in lines[:positions[-1]]:
+            starts.append(starts[-1] + len(line))
+        with self._locked(create=False) as present:
+            if not present:
+                return
+            try:
+                fd = os.open(self.events_path, os.O_WRONLY)
+            except OSError:
+                return
+            try:
+                for at in positions:
+                    line = lines[at]
+                    os.pwrite(fd, b" " * (len(line) - 1) + line[-1:], starts[at])
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
 
     def _save_offset(self, offset: int) -> None:
         data = str(offset).encode().ljust(OFFSET_WIDTH)
@@ -602,3 +644,38 @@ def spools_under(root: Path, max_bytes: int) -> list[Spool]:
     if legacy.events_path.exists() or legacy.dead_letters_path.exists():
         found.append(legacy)
     return found
+
+
+#: What ``send_many`` returns: by position in the events it was given, the outcome of each one it sent.
+SendMany = Callable[[list[dict[str, Any]]], dict[int, BaseException | None]]
+_UNSENT = object()
+
+
+def _attempt(send: Callable[[dict[str, Any]], None], event: dict[str, Any]) -> BaseException | None:
+    """What ``send`` raised for ``event``; None when it returned."""
+    try:
+        send(event)
+    except Exception as error:  # noqa: BLE001 - the caller's transport failed: an outcome, read by the caller
+        return error
+    return None
+
+
+def _send_batch(lines: list[bytes], at: int, sent_ahead: set[int], outcomes: dict[int, BaseException | None],
+                send_many: SendMany) -> None:
+    """Hand the records from ``at`` on to ``send_many`` (up to :data:`REPLAY_BATCH`, up to the first one with an
+    outcome already), and note their outcomes: a record sent after ``at`` joins ``sent_ahead``."""
+    batch: list[tuple[int, dict[str, Any]]] = []
+    for later in range(at, min(len(lines), at + REPLAY_BATCH)):
+        if later in outcomes:
+            break
+        event = None if later in sent_ahead else decode_record(lines[later])
+        if event is not None:
+            batch.append((later, event))
+    results = send_many([event for _, event in batch])
+    for index, (later, _) in enumerate(batch):
+        if index in results:
+            outcome = results[index]
+            if outcome is None and later != at:
+                sent_ahead.add(later)
+            else:
+                outcomes[later] = outcome

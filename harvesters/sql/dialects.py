@@ -69,6 +69,8 @@ class DialectRules:
     schema_after_use_database: str | None = None
     # Whether `USE DATABASE x` forgets the current schema (it belonged to the old database).
     use_database_resets_schema: bool = False
+    # Whether `CREATE DATABASE x` / `CREATE SCHEMA [d.]s` make the new one current, as a USE would (Snowflake).
+    create_sets_current: bool = False
     # Client-side batch separator on a line of its own (sqlcmd/SSMS `GO [count]`); None = no batches.
     batch_separator: re.Pattern[str] | None = None
     # T-SQL: CREATE/ALTER PROCEDURE|FUNCTION|TRIGGER bodies run to the end of the batch, so a batch
@@ -268,6 +270,7 @@ DIALECTS: dict[str, DialectRules] = {
         use_target="database",
         schema_after_use_database="PUBLIC",
         use_database_resets_schema=True,
+        create_sets_current=True,
         batch_separator=_SNOWSQL_COMMAND,
         text_fix=_snowflake_text,
         opaque_commands=frozenset({"UNSET"}),  # UNSET v / UNSET (a, b): session variables, like SET

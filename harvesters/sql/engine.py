@@ -547,17 +547,28 @@ class _Analyzer:
     def _update(self, node: exp.Update) -> None:
         target = node.this
         candidates = _source_tables(node.args.get("from_"), target)
-        resolved = _resolve_target(target, candidates, self.rules.aliased_reference_is_target)
+        resolved = self._through_derived(_resolve_target(target, candidates, self.rules.aliased_reference_is_target),
+                                         node.args.get("from_"))
         self._lineage("UPDATE", [node], [(resolved, _WRITE)], [target, resolved])
 
     def _delete(self, node: exp.Delete) -> None:
         # T-SQL `DELETE dbo.t WHERE ...` (no FROM): sqlglot puts the table in `tables` and False in `this`/`using`
         this = node.this if isinstance(node.this, exp.Expr) else None
         using = node.args.get("using")
+        sources = [this, *(using if isinstance(using, list) else [])]
         targets = [t for t in (node.args.get("tables") or [this]) if isinstance(t, exp.Expr)]
-        candidates = _source_tables(this, *(using if isinstance(using, list) else []))
-        resolved = [_resolve_target(t, candidates, self.rules.aliased_reference_is_target) for t in targets]
+        candidates = _source_tables(*sources)
+        resolved = [self._through_derived(_resolve_target(t, candidates, self.rules.aliased_reference_is_target),
+                                          *sources) for t in targets]
         self._lineage("DELETE", [node], [(t, _WRITE) for t in resolved], [*targets, *resolved])
+
+    def _through_derived(self, target: exp.Expr, *sources: exp.Expr | None) -> exp.Expr | None:
+        """T-SQL `UPDATE d ... FROM (SELECT TOP 1 ... FROM dbo.q ...) AS d` / `DELETE d FROM (...) AS d`: a write to
+        a derived table changes its one base table, as a write through a CTE does (see _through_cte)."""
+        if not self.rules.writes_through_ctes or not isinstance(target, exp.Table):
+            return target
+        derived = _derived_tables(*sources)
+        return _through_cte(target, derived) if derived else target
 
     def _merge(self, node: exp.Merge) -> None:
         self._lineage("MERGE", [node], [(node.this, _WRITE)], [node.this])
@@ -567,6 +578,8 @@ class _Analyzer:
         target = _unwrap_schema(node.this)
         if kind not in _DATASET_KINDS or not isinstance(target, exp.Table):
             self.types[f"CREATE {kind}".strip()] = None
+            if kind in ("DATABASE", "SCHEMA") and self.rules.create_sets_current and isinstance(target, exp.Table):
+                self._created_current(kind, target)
             body = node.args.get("expression")
             if isinstance(body, exp.Block) and body.expressions and isinstance(body.expressions[0], _BODY_STRINGS):
                 # `CREATE PROCEDURE ... AS $$ <body> $$;` then more statements: sqlglot reads those into the
@@ -591,6 +604,16 @@ class _Analyzer:
         # a RECURSIVE view's body reads the view itself (its rows so far), which is no input
         own = self._tables_named(node.args.get("expression"), name) if name and "RECURSIVE" in words else []
         self._lineage(f"CREATE {kind}", [node], writes, [target, *to_tables, *own])
+
+    def _created_current(self, kind: str, target: exp.Table) -> None:
+        """Snowflake: a created database (then its PUBLIC schema) or schema becomes the current one."""
+        parts = [self._ident(p) for p in target.parts if isinstance(p, exp.Identifier)]
+        if kind == "DATABASE" and len(parts) == 1:
+            self._use_database(parts[0])
+        elif kind == "SCHEMA" and parts:
+            if len(parts) >= 2:
+                self.database = parts[-2]
+            self.schema = parts[-1]
 
     def _create_words(self, target: exp.Expr) -> list[str]:
         """The words between CREATE and the created object's name in the text, upper-cased (`OR ALTER`,
@@ -687,18 +710,26 @@ class _Analyzer:
             self.database, self.schema = parts[-2], parts[-1]
         elif parts and (kind == "CATALOG" or kind == "DATABASE" and not self.rules.database_is_schema
                         or not kind and self.rules.use_target == "database"):
-            self.database = parts[0]
-            if self.rules.use_database_resets_schema:
-                self.schema = self.rules.schema_after_use_database
+            self._use_database(parts[0])
         elif parts:
             self.schema = parts[0]
 
+    def _use_database(self, database: str) -> None:
+        self.database = database
+        if self.rules.use_database_resets_schema:
+            self.schema = self.rules.schema_after_use_database
+
     def _execute(self, node: exp.Execute) -> None:
         """EXEC proc: unknown body, no lineage. EXEC sp_executesql N'...' / EXEC ('...'): the inner text."""
+        database = None
         if isinstance(node, exp.ExecuteSql):
             first = node.expressions[0] if node.expressions else None
             if isinstance(first, exp.EQ) and first.this.name.lower() == "stmt":  # @stmt = N'...' (named)
                 first = first.expression
+            # `EXEC Sales.sys.sp_executesql N'...'` (`Sales..sp_executesql`) runs the text in that database
+            procedure = node.this
+            if isinstance(procedure, exp.Table) and isinstance(procedure.args.get("catalog"), exp.Identifier):
+                database = self._ident(procedure.args["catalog"])
         else:
             first = node.this.this if isinstance(node.this, exp.Subquery) else None
         inner = None
@@ -706,15 +737,18 @@ class _Analyzer:
             inner = first.name
         elif isinstance(first, exp.Table) and isinstance(first.this, exp.Identifier):
             inner = first.name if len(first.parts) == 1 else None  # sqlglot reads EXEC ('...') as a name
-        self._dynamic(inner)
+        self._dynamic(inner, database)
 
-    def _dynamic(self, inner: str | None) -> None:
+    def _dynamic(self, inner: str | None, database: str | None = None) -> None:
         """Dynamic SQL given as a literal (EXEC ('...'), sp_executesql, Snowflake EXECUTE IMMEDIATE '...'): the inner
-        text is read as a batch of its own; without a literal, or nested too deep, it is an EXECUTE."""
+        text is read as a batch of its own (in ``database`` when given); without a literal, or nested too deep, it
+        is an EXECUTE."""
         if inner is None or self.depth >= _MAX_DYNAMIC_DEPTH:
             self.types["EXECUTE"] = None
             return
         saved = self.database, self.schema  # USE inside dynamic SQL ends with it
+        if database:
+            self._use_database(database)
         self.depth += 1
         try:
             self._batch(inner)
@@ -1113,6 +1147,18 @@ def _source_tables(*roots: exp.Expr | None) -> list[exp.Table]:
         for node in root.walk(prune=nested):
             if isinstance(node, exp.Table):
                 found.append(node)
+    return found
+
+
+def _derived_tables(*roots: exp.Expr | None) -> dict[str, exp.Expr]:
+    """The aliased subqueries of FROM/JOIN/USING lists (not inside subqueries): alias (casefolded) -> query."""
+    found: dict[str, exp.Expr] = {}
+    for root in roots:
+        if not isinstance(root, exp.Expr):
+            continue
+        for node in root.walk(prune=lambda n, root=root: isinstance(n, (exp.Subquery, exp.Query)) and n is not root):
+            if isinstance(node, exp.Subquery) and node.alias and isinstance(node.this, exp.Query):
+                found[node.alias.casefold()] = node.this
     return found
 
 

@@ -385,6 +385,18 @@ def _with_options(p: _Pass, i: int) -> int | None:
     return None
 
 
+def _xml_namespaces(p: _Pass, i: int) -> int | None:
+    """``WITH XMLNAMESPACES ('uri' AS p, DEFAULT 'uri')[, cte AS (...)]``: prefixes for the query's XML methods,
+    never a table; sqlglot rejects it. Dropped, with its ``WITH`` when no common table expression follows."""
+    if i + 2 >= p.n or p.kinds[i + 2] != TokenType.L_PAREN or p.tokens[i + 1].text.upper() != "XMLNAMESPACES":
+        return None
+    end = skip_group(p.tokens, i + 2)
+    if p.kind(end) == TokenType.COMMA:
+        p.out.append(p.tokens[i])
+        return end + 1
+    return end
+
+
 def _table_storage(p: _Pass, i: int) -> int | None:
     """``CREATE TABLE ... TEXTIMAGE_ON [PRIMARY]`` / ``FILESTREAM_ON fg`` (where large values are stored, as SSMS
     scripts a table) and a graph table's ``AS NODE`` / ``AS EDGE``: dropped (sqlglot rejects the first and reads
@@ -557,6 +569,7 @@ RULES: tuple[TokenRule, ...] = (
               frozenset({TokenType.VAR, TokenType.IDENTIFIER}), _implicit_exec),
     TokenRule("bulk_rowset", frozenset({TokenType.VAR}), frozenset({TokenType.VAR}), _bulk_rowset),
     TokenRule("query_hints", frozenset({TokenType.OPTION}), frozenset({TokenType.OPTION}), _query_hints),
+    TokenRule("xml_namespaces", frozenset({TokenType.WITH}), frozenset({TokenType.WITH}), _xml_namespaces),
     TokenRule("with_options", frozenset({TokenType.WITH}), frozenset({TokenType.WITH}), _with_options),
     TokenRule("dml_top", frozenset(_DML), frozenset(_DML), _dml_top),
     TokenRule("delete_double_from", frozenset({TokenType.DELETE}), frozenset({TokenType.DELETE}),

@@ -1156,7 +1156,11 @@ def _derived_tables(*roots: exp.Expr | None) -> dict[str, exp.Expr]:
     for root in roots:
         if not isinstance(root, exp.Expr):
             continue
-        for node in root.walk(prune=lambda n, root=root: isinstance(n, (exp.Subquery, exp.Query)) and n is not root):
+
+        def nested(n: exp.Expr, root: exp.Expr = root) -> bool:  # root bound: one per loop iteration
+            return isinstance(n, (exp.Subquery, exp.Query)) and n is not root
+
+        for node in root.walk(prune=nested):
             if isinstance(node, exp.Subquery) and node.alias and isinstance(node.this, exp.Query):
                 found[node.alias.casefold()] = node.this
     return found

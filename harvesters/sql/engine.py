@@ -1134,9 +1134,8 @@ def _is_cte_reference(table: exp.Table, name: str, self_recursive: bool) -> bool
     return False
 
 
-def _source_tables(*roots: exp.Expr | None) -> list[exp.Table]:
-    """Tables of FROM/JOIN/USING lists (not inside subqueries): where an UPDATE/DELETE alias points."""
-    found: list[exp.Table] = []
+def _from_list_nodes(*roots: exp.Expr | None) -> Iterator[exp.Expr]:
+    """The nodes of FROM/JOIN/USING lists, not inside their subqueries (a subquery itself is one of them)."""
     for root in roots:
         if not isinstance(root, exp.Expr):  # None, or False where sqlglot marks an absent clause
             continue
@@ -1144,26 +1143,18 @@ def _source_tables(*roots: exp.Expr | None) -> list[exp.Table]:
         def nested(n: exp.Expr, root: exp.Expr = root) -> bool:  # root bound: one per loop iteration
             return isinstance(n, (exp.Subquery, exp.Query)) and n is not root
 
-        for node in root.walk(prune=nested):
-            if isinstance(node, exp.Table):
-                found.append(node)
-    return found
+        yield from root.walk(prune=nested)
+
+
+def _source_tables(*roots: exp.Expr | None) -> list[exp.Table]:
+    """Tables of FROM/JOIN/USING lists (not inside subqueries): where an UPDATE/DELETE alias points."""
+    return [node for node in _from_list_nodes(*roots) if isinstance(node, exp.Table)]
 
 
 def _derived_tables(*roots: exp.Expr | None) -> dict[str, exp.Expr]:
     """The aliased subqueries of FROM/JOIN/USING lists (not inside subqueries): alias (casefolded) -> query."""
-    found: dict[str, exp.Expr] = {}
-    for root in roots:
-        if not isinstance(root, exp.Expr):
-            continue
-
-        def nested(n: exp.Expr, root: exp.Expr = root) -> bool:  # root bound: one per loop iteration
-            return isinstance(n, (exp.Subquery, exp.Query)) and n is not root
-
-        for node in root.walk(prune=nested):
-            if isinstance(node, exp.Subquery) and node.alias and isinstance(node.this, exp.Query):
-                found[node.alias.casefold()] = node.this
-    return found
+    return {node.alias.casefold(): node.this for node in _from_list_nodes(*roots)
+            if isinstance(node, exp.Subquery) and node.alias and isinstance(node.this, exp.Query)}
 
 
 def _ctes(statements: Iterable[exp.Expr | None]) -> dict[str, exp.Expr]:

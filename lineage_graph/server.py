@@ -3,6 +3,11 @@
 POST bodies may be gzip (``Content-Encoding: gzip``) and hold one event or a JSON array of events; with an API key
 configured, ``Authorization: Bearer KEY`` is required. Answers 201, or 400 with the reason for an invalid event,
 401 for a missing or wrong key. GET / is the page (live), GET /api/graph its data.
+
+A web page the user has open elsewhere must not write to the graph or read it: a POST from a browser page of
+another origin (its ``Origin`` header), or with a content type a page may send without asking first (``text/plain``,
+a form), is refused (403 / 415); on a loopback address, a request naming another host (``Host``: a name rebound to
+127.0.0.1 by its owner's DNS) is refused (421).
 """
 from __future__ import annotations
 
@@ -20,6 +25,10 @@ from . import derive, ingest
 from .store import connect
 
 MAX_BODY = 64 << 20
+#: Seconds a connection may stay silent (a client that never finishes its request holds a thread until then).
+IDLE_S = 60
+# Content types a browser page may POST to another origin without a preflight request (CORS "simple" requests)
+_SIMPLE_TYPES = frozenset({"text/plain", "application/x-www-form-urlencoded", "multipart/form-data"})
 # What another process's ingest changes (the ids the POSTs' ingester keeps)
 _MARK = ("SELECT (SELECT max(id) FROM datasets), (SELECT max(id) FROM dataset_aliases), "
          "(SELECT max(id) FROM jobs)")
@@ -96,9 +105,21 @@ class LineageServer(ThreadingHTTPServer):
         self._ingester = self._ingester_mark = None
 
 
+def _host_name(netloc: str) -> str:
+    """The host of ``host[:port]`` / ``[v6]:port``, lower-cased, without brackets."""
+    if netloc.startswith("["):
+        return netloc[1:].partition("]")[0].lower()
+    return netloc.rpartition(":")[0].lower() if netloc.count(":") == 1 else netloc.lower()
+
+
+def _is_loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
 class Handler(BaseHTTPRequestHandler):
     server: LineageServer
     protocol_version = "HTTP/1.1"
+    timeout = IDLE_S
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - stdlib signature
         pass
@@ -117,7 +138,29 @@ class Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str, **extra) -> None:
         self._send(status, orjson.dumps({"error": message, **extra}))
 
+    def _foreign(self, post: bool) -> bool:
+        """Refuse (and say so) a request that another site's page may have made (see the module docstring)."""
+        host = self.headers.get("Host")
+        bound = str(self.server.server_address[0])
+        if host and _is_loopback(bound) and not _is_loopback(_host_name(host)):
+            self._error(421, f"this server answers requests to {bound} or localhost, not to {host!r}")
+            return True
+        if not post:
+            return False
+        origin = self.headers.get("Origin")
+        if origin is not None and origin.partition("://")[2].rstrip("/").lower() != (host or "").lower():
+            self._error(403, "requests from another site's page are refused (Origin)")
+            return True
+        media = (self.headers.get("Content-Type") or "").partition(";")[0].strip().lower()
+        if media in _SIMPLE_TYPES:
+            self._error(415, "send events as Content-Type: application/json")
+            return True
+        return False
+
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        if self._foreign(post=True):
+            self.close_connection = True
+            return
         if self.headers.get("Transfer-Encoding"):
             self._error(411, "send the body with a Content-Length (chunked bodies are not read)")
             self.close_connection = True
@@ -193,6 +236,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         from .html import page
 
+        if self._foreign(post=False):
+            return
         path = self.path.split("?")[0]
         if path in ("/", "/index.html"):
             with self.server.lock:

@@ -83,7 +83,7 @@ CASES = [
 def raw_request(srv, path, body, headers):
     head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     with socket.create_connection(srv.server_address[:2], timeout=10) as sock:
-        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\n{head}\r\n".encode() + body)
+        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}\r\n".encode() + body)
         resp = http.client.HTTPResponse(sock)
         resp.begin()
         return resp.status, resp.read()
@@ -162,3 +162,65 @@ def test_graph_answer_follows_posts_and_other_processes(server, tmp_path):
     ingest.ingest(other, [events])
     other.close()
     assert keys() == ["db/x", "ns/a", "ns/b"]
+
+
+@pytest.fixture
+def open_server(tmp_path):
+    """A server without an API key (the default)."""
+    srv = make_server(tmp_path / "graph.sqlite", "127.0.0.1", 0)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+JSON = {"Content-Type": "application/json"}
+AS_JSON = "send events as Content-Type: application/json"
+
+
+@pytest.mark.parametrize(("method", "headers", "status", "error"), [
+    # a page of another origin posting to the receiver (fetch with mode no-cors, a form)
+    ("POST", {**JSON, "Origin": "http://localhost:5874"}, 403, "requests from another site's page are refused"),
+    ("POST", {**JSON, "Origin": "null"}, 403, "requests from another site's page are refused"),
+    ("POST", {"Content-Type": "text/plain"}, 415, AS_JSON),
+    ("POST", {"Content-Type": "application/x-www-form-urlencoded"}, 415, AS_JSON),
+    ("POST", {"Content-Type": "multipart/form-data; boundary=x"}, 415, AS_JSON),
+    # a name of the attacker's, rebound to 127.0.0.1: the page is then same-origin with the server
+    ("POST", {**JSON, "Host": "evil.example:5000", "Origin": "http://evil.example:5000"}, 421, "this server answers"),
+    ("GET", {"Host": "evil.example:5000"}, 421, "this server answers"),
+    # what producers and the page itself send
+    ("POST", JSON, 201, None),
+    ("POST", {}, 201, None),
+    ("POST", {**JSON, "Host": "localhost:5000"}, 201, None),
+    ("POST", {**JSON, "Origin": "http://{host}"}, 201, None),
+    ("GET", {"Host": "[::1]:5000"}, 200, None),
+], ids=["other-origin", "null-origin", "text-plain", "form", "multipart", "rebound-post", "rebound-get", "producer",
+        "no-content-type", "localhost", "same-origin", "ipv6-loopback"])
+def test_another_site_page_can_neither_write_nor_read_the_graph(open_server, method, headers, status, error):
+    """Without an API key (the default), any page in the user's browser could post events to the receiver (a
+    text/plain fetch needs no preflight) and, with a DNS name rebound to 127.0.0.1, read /api/graph: such requests
+    are refused and store nothing; producers and the server's own page go on as before."""
+    host = "{}:{}".format(*open_server.server_address[:2])
+    headers = {k: v.format(host=host) for k, v in headers.items()}
+    path, body = ("/api/v1/lineage", json.dumps(E(1, "r1", "injected", outputs=["x"])).encode()) \
+        if method == "POST" else ("/api/graph", None)
+    got, data = request(open_server, method, path, body, headers)
+    assert got == status
+    if error:
+        assert json.loads(data)["error"].startswith(error)
+    _, graph = request(open_server, "GET", "/api/graph")
+    assert (b"injected" in graph) == (method == "POST" and status == 201)
+
+
+def test_a_client_that_never_finishes_its_request_is_let_go(open_server, monkeypatch):
+    """A connection that sends half a request and then nothing is closed after the idle limit (it held a thread
+    forever: four hundred such clients, four hundred threads)."""
+    from lineage_graph import server as server_module
+
+    assert server_module.Handler.timeout == server_module.IDLE_S == 60
+    monkeypatch.setattr(server_module.Handler, "timeout", 0.5)  # (the same limit, shorter for the test)
+    with socket.create_connection(open_server.server_address[:2], timeout=10) as sock:
+        sock.sendall(b"POST /api/v1/lineage HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{")
+        assert sock.recv(1024) == b""  # closed by the server, well before this socket's own 10 s
+    assert request(open_server, "GET", "/health")[0] == 200

@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         if cmd == "history":
             node = query.resolve(conn, args.job)
             if node.kind != "job":
-                print(f"{node.key} is a dataset, not a job", file=sys.stderr)
+                print(f"{render.shown(node.key)} is a dataset, not a job", file=sys.stderr)
                 return 2
             versions = query.history(conn, node.id)
             if args.json:
@@ -239,8 +239,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 _out(render.dag_text(graph, dag, level))
             for c in render.dag_json(graph, dag, level)["cycles"] if dag.cycles else ():
-                print(f"cycle: tasks {', '.join(c['tasks'])}; datasets {', '.join(c['datasets'])}",
-                      file=sys.stderr)
+                print(render.cycle_text(c, "cycle: tasks", ", ", "tasks", "; datasets"), file=sys.stderr)
             return max(status, 1 if dag.cycles else 0)
         if cmd == "html":
             from .html import page
@@ -252,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
         if exc.candidates:
             print(f"{exc.text!r} matches {len(exc.candidates)} nodes; say which:", file=sys.stderr)
             for c in exc.candidates:
-                print(f"  {c}", file=sys.stderr)
+                print(f"  {render.shown(c)}", file=sys.stderr)
         else:
             print(f"no dataset or job matches {exc.text!r}", file=sys.stderr)
         return 2

@@ -315,11 +315,15 @@ class TaskDag:
 def fold_target(graph: Graph, job: Job, level: str | int) -> int | None:
     """The job that ``job`` folds into at ``level`` (``task``, ``root``, ``leaf`` or a depth, 0 = root)."""
     chain = [job]
-    seen = {job.id}
-    while chain[-1].parent_id is not None and chain[-1].parent_id in graph.jobs \
-            and chain[-1].parent_id not in seen:
-        seen.add(chain[-1].parent_id)
-        chain.append(graph.jobs[chain[-1].parent_id])
+    seen = {job.id: 0}
+    parent = job.parent_id
+    while parent is not None and parent in graph.jobs and parent not in seen:
+        seen[parent] = len(chain)
+        chain.append(graph.jobs[parent])
+        parent = chain[-1].parent_id
+    if parent is not None and parent in seen:  # a cycle of parents above: one job stands for all of it, the same
+        cycle = chain[seen[parent]:]  # for each of them (else each folded into another and the tasks swapped)
+        chain = chain[:seen[parent]] + [min(cycle, key=lambda j: j.key)]
     chain.reverse()  # root first
     if level == "leaf":
         return job.id

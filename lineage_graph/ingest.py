@@ -629,6 +629,9 @@ class Ingester:
         self.report.lines += len(docs)
         records = []
         for i, item in enumerate(docs, 1):
+            if not _encodable(item):  # (the json module's fallback reads `"\ud800"`, which no event may hold)
+                self.report.add_bad(key, i, "not JSON (a lone surrogate escape: no UTF-8 text)")
+                continue
             rec = self._record(item, key, i)
             if rec is not None:
                 records.append(rec)
@@ -1016,6 +1019,15 @@ def _documents(data: bytes) -> list[object] | None:
         docs.extend(doc if isinstance(doc, list) else [doc])
         i = _WHITESPACE.match(text, i).end()  # type: ignore[union-attr]
     return docs if len(docs) > 1 else None  # one document orjson refused is not JSON it can read
+
+
+def _encodable(doc: object) -> bool:
+    """Whether ``doc`` can be written as UTF-8 JSON (what :func:`digest` and the database need)."""
+    try:
+        orjson.dumps(doc)
+    except TypeError:
+        return False
+    return True
 
 
 def _line_parses(first: bytes) -> bool:

@@ -13,6 +13,22 @@ if TYPE_CHECKING:  # annotations only: a traversal's answer does not import the 
     from .query import Walk
 
 
+# What a name must not bring to a terminal: C0/C1 controls (an escape sequence clears the screen, retitles the
+# window or plants a link; a CR or a line break fakes a line) and bidirectional controls (they reverse how the rest
+# of the line reads).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def shown(text: str) -> str:
+    """A name as terminal text: the characters of :data:`_UNPRINTABLE` written as ``\\xNN`` / ``\\uNNNN``."""
+    return _UNPRINTABLE.sub(_escaped, text)
+
+
 def iso(t: float | None) -> str | None:
     """POSIX seconds -> ISO 8601 UTC (``...Z``)."""
     if t is None:
@@ -47,28 +63,32 @@ def show_text(graph: Graph) -> str:
 
     emitted: set[int] = set()
 
-    def emit(j: Job, indent: int, note: str | None = None) -> None:
-        if j.id in emitted:  # (parents in a cycle: each job is written once)
-            return
-        emitted.add(j.id)
-        pad = "  " * indent
-        flags = [f for f in (j.state and j.state.lower(), j.job_type and j.job_type.lower(),
-                             j.version and f"v{j.version}", "lineage unknown" if j.lineage_unknown else None,
-                             note) if f]
-        label = j.key if indent == 0 else j.fqn
-        lines.append(f"{pad}{label}" + (f"  [{', '.join(flags)}]" if flags else ""))
-        for d in sorted(graph.dataset_key(d) for d in j.inputs):
-            lines.append(f"{pad}    <- {d}")
-        for d in sorted(graph.dataset_key(d) for d in j.outputs):
-            lines.append(f"{pad}    -> {d}")
-        for c in sorted((graph.jobs[c] for c in j.children if c in visible), key=lambda c: c.key):
-            emit(c, indent + 1)
+    def emit(top: Job, note: str | None = None) -> None:
+        # depth first with a stack of its own: a chain of parents a thousand deep exceeded Python's recursion limit
+        stack: list[tuple[Job, int, str | None]] = [(top, 0, note)]
+        while stack:
+            j, indent, why = stack.pop()
+            if j.id in emitted:  # (parents in a cycle: each job is written once)
+                continue
+            emitted.add(j.id)
+            pad = "  " * indent
+            flags = [f for f in (j.state and j.state.lower(), j.job_type and j.job_type.lower(),
+                                 j.version and f"v{j.version}", "lineage unknown" if j.lineage_unknown else None,
+                                 why) if f]
+            label = j.key if indent == 0 else j.fqn
+            lines.append(f"{pad}{shown(label)}" + (f"  [{shown(', '.join(flags))}]" if flags else ""))
+            for d in sorted(graph.dataset_key(d) for d in j.inputs):
+                lines.append(f"{pad}    <- {shown(d)}")
+            for d in sorted(graph.dataset_key(d) for d in j.outputs):
+                lines.append(f"{pad}    -> {shown(d)}")
+            children = sorted((graph.jobs[c] for c in j.children if c in visible), key=lambda c: c.key)
+            stack.extend((c, indent + 1, None) for c in reversed(children))
 
     roots = [j for j in graph.visible_jobs() if j.parent_id is None or j.parent_id not in visible]
     for j in roots:
-        emit(j, 0)
+        emit(j)
     for j in sorted(graph.visible_jobs(), key=lambda j: j.key):  # jobs whose parents form a cycle have no root
-        emit(j, 0, "in a parent cycle")
+        emit(j, "in a parent cycle")
     lines.append(f"{len(visible)} jobs, {len(graph.datasets)} datasets")
     return "\n".join(lines) + "\n"
 
@@ -76,11 +96,11 @@ def show_text(graph: Graph) -> str:
 def walk_text(w: Walk) -> str:
     """Nodes found by an upstream/downstream walk, nearest first."""
     data = w.to_json()
-    lines = [f"{w.direction} of {data['start']['kind']} {data['start']['key']}"
+    lines = [f"{w.direction} of {data['start']['kind']} {shown(data['start']['key'])}"
              + (f" (depth {w.depth})" if w.depth is not None else "")]
     for n in data["nodes"][1:]:
-        state = f"  [{n['state'].lower()}]" if n.get("state") else ""
-        lines.append(f"  {n['distance']:>3}  {n['kind']:<7} {n['key']}{state}")
+        state = f"  [{shown(n['state'].lower())}]" if n.get("state") else ""
+        lines.append(f"  {n['distance']:>3}  {n['kind']:<7} {shown(n['key'])}{state}")
     lines.append(f"{len(data['nodes']) - 1} nodes")
     return "\n".join(lines) + "\n"
 
@@ -117,12 +137,17 @@ def dag_text(graph: Graph, dag: TaskDag, level: str | int) -> str:
     for lvl in sorted(by_level):
         lines.append(f"level {lvl}:")
         for t in by_level[lvl]:
-            deps = f"  <- {', '.join(t['dependencies'])}" if t["dependencies"] else ""
-            lines.append(f"  {t['task']}{deps}")
+            deps = f"  <- {', '.join(map(shown, t['dependencies']))}" if t["dependencies"] else ""
+            lines.append(f"  {shown(t['task'])}{deps}")
     for c in data["cycles"]:
-        lines.append(f"CYCLE: tasks {' -> '.join(c['path'])} through datasets {', '.join(c['datasets'])}")
+        lines.append(cycle_text(c, "CYCLE: tasks", " -> ", "path", " through datasets"))
     lines.append(f"{len(data['tasks'])} tasks, {len(data['edges'])} dependencies, {len(data['cycles'])} cycles")
     return "\n".join(lines) + "\n"
+
+
+def cycle_text(cycle: dict, head: str, joint: str, tasks: str, between: str) -> str:
+    """One cycle of :func:`dag_json` as terminal text."""
+    return f"{head} {joint.join(map(shown, cycle[tasks]))}{between} {', '.join(map(shown, cycle['datasets']))}"
 
 
 def _dot(text: str) -> str:
@@ -154,7 +179,8 @@ def dag_mermaid(graph: Graph, dag: TaskDag) -> str:
     ident = {t: f"t{i}" for i, t in enumerate(order)}
     lines = ["flowchart TD"]
     for t in order:
-        label = dag.tasks[t].key.replace('"', "#quot;")
+        # (Mermaid reads entity codes in a label; `<` and `>` would start HTML there)
+        label = shown(dag.tasks[t].key).replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")
         lines.append(f'  {ident[t]}["{label}"]')
     for (a, b), _ds in sorted(dag.edges.items(), key=lambda e: (ident[e[0][0]], ident[e[0][1]])):
         lines.append(f"  {ident[a]} --> {ident[b]}")
@@ -163,6 +189,9 @@ def dag_mermaid(graph: Graph, dag: TaskDag) -> str:
 
 #: Airflow's limit on a task id's length.
 TASK_ID_MAX = 250
+#: BashOperator's ``template_ext``: a command ending so is read as the path of a template file (Airflow's advice:
+#: end it with a space).
+_TEMPLATE_FILE_ENDINGS = (".sh", ".bash")
 # Characters a YAML double-quoted scalar may not hold even escaped by JSON (YAML's printable set excludes them).
 _NOT_YAML = re.compile("[\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
 # The placeholders of a bash_command template; any other brace (an Airflow `{{ ds }}`) is written as it is.
@@ -208,8 +237,9 @@ def dag_factory(graph: Graph, dag: TaskDag, *, dag_id: str = "lineage_dag",
     for t in sorted(dag.tasks, key=lambda t: dag.tasks[t].key):
         base = tid = task_id(dag.tasks[t])
         n = 2
-        while tid in used:
-            tid, n = f"{base}_{n}", n + 1
+        while tid in used:  # (the suffix within Airflow's limit: a longer id fails the whole DAG's import)
+            suffix = f"_{n}"
+            tid, n = f"{base[:TASK_ID_MAX - len(suffix)]}{suffix}", n + 1
         used.add(tid)
         ids[t] = tid
     deps: dict[int, list[str]] = {t: [] for t in dag.tasks}
@@ -224,6 +254,8 @@ def dag_factory(graph: Graph, dag: TaskDag, *, dag_id: str = "lineage_dag",
         values = {"task": ids[t], "fqn": _shell_word(job.fqn), "name": _shell_word(job.name),
                   "namespace": _shell_word(job.effective_namespace)}
         cmd = _PLACEHOLDER.sub(functools.partial(_placeholder, values), bash_command)
+        if cmd.endswith(_TEMPLATE_FILE_ENDINGS):  # BashOperator would load `echo x.sh` as a template file
+            cmd += " "
         lines.append(f"    {_yaml_str(ids[t])}:")
         lines.append("      operator: airflow.operators.bash.BashOperator")
         lines.append(f"      bash_command: {_yaml_str(cmd)}")
@@ -235,21 +267,22 @@ def dag_factory(graph: Graph, dag: TaskDag, *, dag_id: str = "lineage_dag",
 def history_text(key: str, versions: list[dict]) -> str:
     """Versions of a job and what changed between them."""
     if not versions:  # a job known only from its children's parent facets
-        return f"{key}: no runs of its own (known as the parent of the jobs under it in `graph show`)\n"
-    lines = [f"{key}: {len(versions)} versions"]
+        return f"{shown(key)}: no runs of its own (known as the parent of the jobs under it in `graph show`)\n"
+    lines = [f"{shown(key)}: {len(versions)} versions"]
     for v in versions:
         flag = "  (lineage unknown)" if v["lineage_unknown"] else ""
-        code = f"  code {v['code_version']}" if v["code_version"] else ""
+        code = f"  code {shown(str(v['code_version']))}" if v["code_version"] else ""
         lines.append(f"v{v['version']}  since {iso(v['since'])}  {v['runs']} runs{code}{flag}")
         if v["version"] == 1:
             for d in v["inputs"]:
-                lines.append(f"    <- {d}")
+                lines.append(f"    <- {shown(d)}")
             for d in v["outputs"]:
-                lines.append(f"    -> {d}")
+                lines.append(f"    -> {shown(d)}")
         for k, label in (("inputs_added", "+ <- "), ("inputs_removed", "- <- "), ("outputs_added", "+ -> "),
                          ("outputs_removed", "- -> ")):
             for d in v["changes"].get(k, []):
-                lines.append(f"    {label}{d}")
+                lines.append(f"    {label}{shown(d)}")
         if "code" in v["changes"]:
-            lines.append(f"    code {v['changes']['code'][0]} -> {v['changes']['code'][1]}")
+            before, after = v["changes"]["code"]
+            lines.append(f"    code {shown(str(before))} -> {shown(str(after))}")
     return "\n".join(lines) + "\n"

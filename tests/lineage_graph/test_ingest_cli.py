@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -326,6 +327,35 @@ def test_dag_factory_names_reach_bash_as_one_word(isolated_lineage_env, capsys, 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_dag_factory_task_ids_stay_within_airflow_limit_when_long_names_collide(isolated_lineage_env, capsys):
+    """Two 300-character job names, one per namespace (the same task id before the collision's suffix): every id
+    within Airflow's 250 characters (the suffix went after the cut: 252, and Airflow refused the whole DAG)."""
+    yaml = pytest.importorskip("yaml")
+    long = "j" * 300
+    write(isolated_lineage_env / "openlineage-events.jsonl",
+          [E(1, "r1", long, ns="nsA", outputs=["x"]), E(2, "r2", long, ns="nsB", inputs=["x"])])
+    rc, out, _ = cli(capsys, "graph", "dag", "--format", "dag-factory", "--bash-command", "run {task}")
+    tasks = yaml.safe_load(out)["lineage_dag"]["tasks"]
+    assert rc == 0 and len(tasks) == 2 and max(map(len, tasks)) == 250
+    second = next(tid for tid, task in tasks.items() if "dependencies" in task)
+    assert second.endswith("_2") and tasks[second]["dependencies"] == [next(t for t in tasks if t != second)]
+
+
+@pytest.mark.parametrize(("template", "command"), [
+    ("echo {name}", "echo nightly.load.sh "),
+    ("bash /opt/jobs/{task}.bash", "bash /opt/jobs/nightly.load.sh.bash "),
+    ("echo {name} done", "echo nightly.load.sh done"),
+])
+def test_a_command_ending_in_sh_is_no_template_file_for_airflow(isolated_lineage_env, capsys, template, command):
+    """BashOperator reads a bash_command ending in ``.sh``/``.bash`` as a template file's path (TemplateNotFound
+    when the task runs): such a command gets Airflow's trailing space."""
+    yaml = pytest.importorskip("yaml")
+    write(isolated_lineage_env / "openlineage-events.jsonl", [E(1, "r1", "nightly.load.sh", outputs=["x"])])
+    rc, out, _ = cli(capsys, "graph", "dag", "--format", "dag-factory", "--bash-command", template)
+    (task,) = yaml.safe_load(out)["lineage_dag"]["tasks"].values()
+    assert (rc, task["bash_command"]) == (0, command)
+
+
 def _symlinked(event: dict, side: str, index: int, *identifiers) -> dict:
     event[side][index]["facets"]["symlinks"] = {
         "_producer": "p", "_schemaURL": "s",
@@ -538,6 +568,25 @@ def test_a_byte_order_mark_loses_no_event(tmp_path, capsys, text):
     assert (code, rep["new_events"], rep["bad"]) == (0, 2, [])
 
 
+@pytest.mark.parametrize("layout", ["concatenated-pretty", "pretty-array", "json-lines"])
+def test_a_lone_surrogate_escape_is_one_bad_event_the_others_kept(isolated_lineage_env, capsys, layout):
+    """``"bad\\ud800name"`` (JSON may write it; no UTF-8 text holds it) in one event of the default events file:
+    that event is a bad line, the others are read, and every command works. Pretty-printed, it stopped every
+    command with a traceback (the json module's fallback read it, the database could not take it)."""
+    events = [E(1, "r1", "a", outputs=["x"]), E(2, "r2", "bad\ud800name", inputs=["x"]), E(3, "r3", "c", inputs=["x"])]
+    if layout == "concatenated-pretty":
+        text = "".join(json.dumps(e, indent=2) + "\n" for e in events)
+    elif layout == "pretty-array":
+        text = json.dumps(events, indent=2)
+    else:
+        text = "".join(json.dumps(e) + "\n" for e in events)
+    (isolated_lineage_env / "openlineage-events.jsonl").write_text(text)
+    code, out, err = cli(capsys, "graph", "show")
+    assert code == 1 and out.endswith("2 jobs, 1 datasets\n")
+    assert ":2: not JSON" in err
+    assert cli(capsys, "graph", "show")[:2] == (0, out)  # read once: the next command has nothing to complain of
+
+
 def test_a_run_id_reused_by_another_job_keeps_both_jobs(tmp_path, capsys):
     f = write(tmp_path / "e.jsonl", [E(1, "shared", "jobA", "START", inputs=["a_in"]),
                                      E(2, "shared", "jobB", inputs=["b_in"], outputs=["b_out"]),
@@ -596,3 +645,67 @@ def test_rfc3339_event_times_python_refuses_are_read(tmp_path, capsys, event_tim
     assert (code, rep["new_events"], rep["bad_count"]) == (0, 1, 0)
     _, out, _ = cli(capsys, "graph", "show", "--json")
     assert [job["latest_time"] for job in json.loads(out)["jobs"]] == [latest]
+
+
+HOSTILE_JOB = "job\x1b]0;OWNED\x07\x1b[2J\x1b[31mRED\u202e"  # retitles the terminal, clears it, reverses the line
+HOSTILE_DATASET = "dst\rFAKE\nline"  # a CR and a line break: fake lines
+
+
+@pytest.mark.parametrize("argv, code", [
+    (["show"], 0),
+    (["upstream", f"db/{HOSTILE_DATASET}"], 0),
+    (["downstream", "db/src"], 0),
+    (["history", f"ns/{HOSTILE_JOB}"], 0),
+    (["dag"], 1),  # (a cycle through the hostile dataset: said on stderr too)
+    (["dag", "--format", "mermaid"], 1),
+    (["upstream", "ns/"], 2),  # ambiguous: the candidates are listed on stderr
+    (["history", f"db/{HOSTILE_DATASET}"], 2),  # a dataset, not a job
+], ids=["show", "upstream", "downstream", "history", "dag", "mermaid", "candidates", "not-a-job"])
+def test_names_reach_the_terminal_without_control_characters(isolated_lineage_env, capsys, argv, code):
+    """A producer's job or dataset name holding escape sequences, a CR, a line break or a bidirectional control
+    is written escaped (``\\x1b``, ``\\x0d``, ``\\u202e``) in every text answer and message: printed raw it cleared
+    the screen, retitled the terminal or faked lines."""
+    write(isolated_lineage_env / "openlineage-events.jsonl", [
+        E(1, "a", HOSTILE_JOB, inputs=["src"], outputs=[HOSTILE_DATASET]),
+        E(2, "b", "other", inputs=[HOSTILE_DATASET], outputs=["src"])])
+    rc, out, err = cli(capsys, "graph", *argv)
+    assert rc == code
+    text = out + err
+    assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e]", text)  # (line breaks only between lines)
+    assert not any(line.startswith(("FAKE", "line")) for line in text.splitlines())
+    assert "\\x1b" in text or "\\x0d" in text
+
+
+def test_a_parent_chain_deeper_than_python_recursion_is_shown(isolated_lineage_env, capsys):
+    """1,200 runs, each the parent of the next: `show` writes them all, each indented under its parent (it
+    stopped with a RecursionError beyond about 990)."""
+    depth = 1200
+    events = [E(1, "r0", "j0", outputs=["x"])]
+    events += [E(1, f"r{i}", f"j{i}", parent=(f"j{i - 1}", f"r{i - 1}")) for i in range(1, depth)]
+    write(isolated_lineage_env / "openlineage-events.jsonl", events)
+    code, out, err = cli(capsys, "graph", "show")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[-1] == f"{depth} jobs, 1 datasets"
+    labels = [line for line in lines[:-1] if not line.lstrip().startswith(("<-", "->"))]
+    assert [len(line) - len(line.lstrip()) for line in labels] == [2 * i for i in range(depth)]
+
+
+@pytest.mark.parametrize("size", [2, 3])
+@pytest.mark.parametrize("level", ["task", "root", "0", "leaf"])
+def test_jobs_whose_parents_form_a_cycle_fold_into_one_task(isolated_lineage_env, capsys, size, level):
+    """Runs naming each other as parents (P's parent Q, Q's parent P), P writing what Q reads: folded at any level
+    but ``leaf`` they are one task holding all of them (each folded into the other before: the tasks swapped their
+    jobs, and the generated DAG ran Q before P); at ``leaf`` P's task runs before Q's."""
+    names = ["P", "Q", "R"][:size]
+    events = [E(i + 1, names[i], names[i], parent=(names[i - 1], names[i - 1]),
+                outputs=["x"] if i == 0 else [], inputs=["x"] if i == size - 1 else []) for i in range(size)]
+    write(isolated_lineage_env / "openlineage-events.jsonl", events)
+    code, out, _ = cli(capsys, "graph", "dag", "--json", "--level", level)
+    tasks = json.loads(out)["tasks"]
+    assert code == 0
+    if level == "leaf":
+        order = {t["task"].rsplit(".", 1)[-1].split("/")[-1]: t for t in tasks}
+        assert order[names[-1]]["dependencies"] and order[names[-1]]["level"] > order["P"]["level"]
+    else:
+        assert len(tasks) == 1 and len(tasks[0]["jobs"]) == size and tasks[0]["dependencies"] == []

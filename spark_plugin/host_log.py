@@ -31,7 +31,8 @@ JVM_LOGGER = "lineage_capture"
 #: py4j's loggers, and the start of the messages its callback server logs below WARNING: the server runs only for
 #: the plugin's listener, so an application logging at INFO would see lines it never had without the plugin.
 PY4J_LOGGERS = ("py4j.java_gateway", "py4j.clientserver")
-CALLBACK_NOISE = ("Callback Server Starting", "Socket listening on", "Received command ")
+CALLBACK_NOISE = ("Callback Server Starting", "Socket listening on", "Received command ",
+                  "Python Server ready to receive messages", "Callback Connection ready to receive messages")
 
 _state: dict[str, Any] = {"handler": None, "filters": None}
 

@@ -130,15 +130,17 @@ def _without(line: str, lines: list[str]) -> list[str]:
     return [each for each in lines if each != line]
 
 
+@pytest.mark.parametrize("ending", ["info_logging", "info_logging_first"])
 def test_an_application_logging_at_info_sees_only_its_own_lines(workdir, hook_pythonpath, class_archive,
-                                                               isolated_lineage_env):
-    # the app's logging.basicConfig(INFO) after its session: our delivery summary and py4j's callback server
-    # (which runs for the plugin only) stay out of its output; its own line is there
+                                                               isolated_lineage_env, ending):
+    # the app's logging.basicConfig(INFO) after its session, or before it: our delivery summary and py4j's callback
+    # server (which runs for the plugin only: `Python Server ready to receive messages`) stay out of its output; its
+    # own line is there
     events_file = Path(workdir) / "events.jsonl"
-    result = submit(workdir, "info_logging", {**ON, **FILE, "spark.openlineage.transport.location": str(events_file)},
+    result = submit(workdir, ending, {**ON, **FILE, "spark.openlineage.transport.location": str(events_file)},
                     hook_pythonpath, class_archive, isolated_lineage_env)
     assert result.returncode == 0, result.stderr[-3000:]
-    off = submit(workdir, "info_logging", {}, hook_pythonpath, class_archive, isolated_lineage_env)
+    off = submit(workdir, ending, {}, hook_pythonpath, class_archive, isolated_lineage_env)
     # py4j logs the closing of the main thread's connection from its __del__ at interpreter teardown; whether that
     # object is freed before the process ends depends on the teardown order (with the plugin, the callback server's
     # daemon threads may still hold the gateway client): the line may be missing, never added

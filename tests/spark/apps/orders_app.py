@@ -18,6 +18,10 @@ def failing_write(spark, workdir):
 
 
 def main(workdir, ending):
+    if ending == "info_logging_first":  # Python logging configured before the session (and the plugin) exist
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
     spark = SparkSession.builder.appName("Orders App").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
@@ -87,6 +91,7 @@ ENDINGS = {
     "raise": raise_error,
     "exit3": lambda spark, workdir: sys.exit(3),
     "info_logging": info_logging,
+    "info_logging_first": info_logging,
     "slow_write": slow_write,  # then spark.stop() at once, as the write's end is being reported
     "sigterm": terminated,
     "sigterm_in_an_action": terminated_in_an_action,

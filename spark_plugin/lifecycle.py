@@ -695,11 +695,16 @@ class Application:
         problem: list[str] = []
         spooled, dropped = spool_records(spool, [*held, *records], pending, problem)
         self.spooled_at_exit += spooled
-        if first_time:
-            lost = f", {dropped} could not be kept" + (f" ({'; '.join(problem)})" if problem else "") if dropped else ""
-            log.warning("lineage capture: the backend did not take the last lineage events in time; %d went to the "
-                        "spool %s (delivered by `lineage-capture replay` or the next run)%s", spooled,
-                        spool.events_path, lost)
+        if not first_time:
+            return
+        kept = (f"{spooled} went to the spool {spool.events_path} (delivered by `lineage-capture replay` or the next "
+                f"run)") if spooled else ""
+        if dropped:  # an error: it passes an application's setLogLevel("ERROR"), as the emitter's own spool errors
+            why = f" ({'; '.join(problem)})" if problem else ""
+            log.error("lineage capture: the backend did not take the last lineage events in time and %d of them "
+                      "could not be kept either%s: they are LOST%s", dropped, why, f"; {kept}" if kept else "")
+        else:
+            log.warning("lineage capture: the backend did not take the last lineage events in time; %s", kept)
 
     def config_disabled(self) -> bool:
         """No usable transport: nothing would be delivered. Not while the emitter is still being built (stuck

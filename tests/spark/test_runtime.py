@@ -862,6 +862,26 @@ def test_silent_backend_cannot_hold_the_app(spark, workdir, caplog):
     assert app.spooled_at_exit >= 3  # the app's COMPLETE and the write's START/COMPLETE, maybe its START too
 
 
+def test_events_that_cannot_be_kept_at_the_end_are_an_error(spark, workdir, tmp_path, caplog):
+    """A backend that never answers and a spool directory that cannot be made (under a regular file, as on a
+    read-only disk): the end says the events are LOST, at ERROR (an application's setLogLevel("ERROR") hid the
+    warning it was, which also offered a replay of nothing)."""
+    (tmp_path / "file").write_text("")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        with caplog.at_level(logging.WARNING):
+            _, app = run_captured(spark, workdir, write_orders, {
+                "spark.openlineage.transport.type": "http",
+                "spark.openlineage.transport.url": f"http://127.0.0.1:{server.getsockname()[1]}",
+                "spark.openlineage.transport.timeoutInMillis": "20000",
+                "spark.openlineage.python.shutdownTimeoutSeconds": "1",
+                "spark.openlineage.spool.dir": str(tmp_path / "file" / "spool")})
+    lost = [r for r in caplog.records if "could not be kept either" in r.getMessage()]
+    assert len(lost) == 1 and lost[0].levelno == logging.ERROR and "they are LOST" in lost[0].getMessage()
+    assert "went to the spool" not in lost[0].getMessage() and app.spooled_at_exit == 0
+
+
 SIGTERM_OUTCOME = exit_status.Outcome(True, "the application was terminated by SIGTERM")
 
 

@@ -93,8 +93,10 @@ def _json_lines_file_transport() -> type:
                 return super().emit(event)
             with self._lock:
                 if self._fd is None:
-                    self._fd = os.open(_local_path(self.config.log_file_path),
-                                       os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                    path = _local_path(self.config.log_file_path)
+                    # its directory made, as the JVM client's file transport does (else every event was spooled)
+                    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+                    self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 self._buffer += orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE)
                 self._buffered += 1
                 if len(self._buffer) >= WRITE_BUFFER_BYTES or \

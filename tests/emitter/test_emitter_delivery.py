@@ -213,6 +213,21 @@ def test_file_transport_writes_utf8_json_lines_that_read_back_exactly(tmp_path):
         assert_valid_event(event)
 
 
+@pytest.mark.parametrize("location", ["{tmp}/not/yet/events.jsonl", "file://{tmp}/not/yet/events.jsonl"])
+def test_file_transport_makes_its_directory(tmp_path, location):
+    """A location in a directory that does not exist yet is written there, the directory made (as the JVM client's
+    file transport does); every event went to the spool, each run, before."""
+    emitter = Emitter.from_config({"transport.type": "file", "transport.location": location.format(tmp=tmp_path)})
+    records = numbered_records(2)
+    for record in records:
+        emitter.emit(record)
+    counts = emitter.close()
+    from ol_schema import read_events
+
+    assert (counts.delivered, counts.spooled) == (4, 0)
+    assert len(read_events(tmp_path / "not" / "yet" / "events.jsonl")) == 4
+
+
 def test_file_transport_lines_reach_the_file_without_a_next_event(tmp_path):
     """Two events in quick succession (an application's START, then its first action's): the second is buffered
     behind the first's flush, and must reach the file within the flush interval although no event follows (a long

@@ -170,10 +170,14 @@ def on_context(jconf: Any) -> None:
 def on_context_made(sc: Any) -> None:
     """A SparkContext was made: start its application's run when its SparkConf enables the plugin. Never raises."""
     try:
-        if _flag(sc._conf.get(ENABLED_KEY, "false")):
+        value = sc._conf.get(ENABLED_KEY, "false")
+        if _flag(value):
             from spark_plugin.lifecycle import instrument_context
 
             instrument_context(sc)
+        elif str(value).strip().lower() != "false":  # `yes`, `1`, `on`: the user meant it on, and would see nothing
+            sc._jvm.org.slf4j.LoggerFactory.getLogger("lineage_capture").warn(
+                f"lineage capture: {ENABLED_KEY}={value} is not true: lineage capture stays off (say true)")
     except Exception as error:  # noqa: BLE001 - the boundary between pyspark's context creation and us
         _warn("could not instrument the Spark context", error)
 

@@ -224,14 +224,21 @@ def test_no_transport_configured_says_where_events_go_once_outside_the_output(wo
     assert default_file.stat().st_size > 0
 
 
-def test_not_enabled_nothing_is_preloaded(workdir, hook_pythonpath, class_archive, isolated_lineage_env):
-    """Without ``spark.openlineage.python.enabled`` the context's creation starts no preload: openlineage-python is
-    never imported, nothing is written."""
-    result = submit(workdir, None, {}, hook_pythonpath, class_archive, isolated_lineage_env,
+@pytest.mark.parametrize("enabled", [None, "yes"])
+def test_not_enabled_nothing_is_preloaded(workdir, hook_pythonpath, class_archive, isolated_lineage_env, enabled):
+    """Without ``spark.openlineage.python.enabled=true`` the context's creation starts no preload: openlineage-python
+    is never imported, nothing is written. A value meant as "on" that is not ``true`` (``yes``) is said once, where
+    Spark's warnings go (it was silently off)."""
+    conf = {} if enabled is None else {"spark.openlineage.python.enabled": enabled}
+    result = submit(workdir, None, conf, hook_pythonpath, class_archive, isolated_lineage_env,
                     app=SPY_APP)
     assert result.returncode == 0, result.stdout[-3000:]
     assert json.loads((Path(workdir) / "importers.json").read_text()) == []
     assert list(isolated_lineage_env.iterdir()) == []
+    ours = [line.split(" lineage_capture: ", 1)[1] for line in result.stderr.splitlines()
+            if " lineage_capture: " in line]
+    assert ours == ([] if enabled is None else [
+        "lineage capture: spark.openlineage.python.enabled=yes is not true: lineage capture stays off (say true)"])
 
 
 def _hanging_backend() -> tuple[socket.socket, int]:

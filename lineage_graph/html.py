@@ -16,6 +16,9 @@ VENDORED = ("cytoscape.min.js", "cytoscape-dagre.min.js")
 # above this many drawn nodes the page places nodes by the levels computed here instead of running dagre in the
 # browser (dagre's crossing reduction grows faster than linearly; measured in benchmarks/graph_bench.py)
 DAGRE_MAX_NODES = 1200
+# nor for groups nested deeper than this (parents of parents...): dagre's compound layout took 3.6 s for 100 levels
+# and froze the tab for minutes at 300, whatever the number of nodes
+DAGRE_MAX_NESTING = 30
 
 
 def graph_data(conn: sqlite3.Connection) -> dict:
@@ -54,7 +57,25 @@ def graph_data(conn: sqlite3.Connection) -> dict:
     _preset_positions(nodes, edges)
     return {"nodes": nodes, "edges": edges,
             "stats": {"jobs": sum(1 for n in nodes if n["data"]["kind"] == "job"),
-                      "datasets": len(graph.datasets), "groups": len(groups), "edges": len(edges)}}
+                      "datasets": len(graph.datasets), "groups": len(groups), "edges": len(edges),
+                      "nesting": _nesting(nodes)}}
+
+
+def _nesting(nodes: list[dict]) -> int:
+    """How many groups deep the deepest node sits."""
+    parent = {n["data"]["id"]: n["data"].get("parent") for n in nodes}
+    depth: dict[str, int] = {}
+    for start in parent:
+        chain = []
+        node: str | None = start
+        while node is not None and node not in depth and len(chain) <= len(parent):  # (bounded: no parent loop)
+            chain.append(node)
+            node = parent.get(node)
+        below = depth.get(node, -1) if node is not None else -1
+        for each in reversed(chain):
+            below += 1
+            depth[each] = below
+    return max(depth.values(), default=0)
 
 
 def _preset_positions(nodes: list[dict], edges: list[dict]) -> None:
@@ -109,7 +130,8 @@ def page(conn: sqlite3.Connection, *, live: bool = False) -> str:
     blob = orjson.dumps(graph_data(conn)).decode().translate(_SCRIPT_SAFE)
     text = (_TEMPLATE.replace("/*VENDORED*/", _vendored())
             .replace("/*LIVE*/false", "true" if live else "false")
-            .replace("/*DAGRE_MAX*/0", str(DAGRE_MAX_NODES)))
+            .replace("/*DAGRE_MAX*/0", str(DAGRE_MAX_NODES))
+            .replace("/*DAGRE_MAX_NESTING*/0", str(DAGRE_MAX_NESTING)))
     return text.replace("/*DATA*/null", blob, 1)  # last: the data is never searched for placeholders
 
 

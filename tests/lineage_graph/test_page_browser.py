@@ -176,3 +176,23 @@ def test_names_that_look_like_markup_or_placeholders_are_drawn_as_written(tmp_pa
     labels = browser.execute_script("return window.lineage.cy.nodes().map(function (n) { return n.data('label'); })")
     assert sorted(labels) == sorted(NASTY_NAMES)
     assert browser.execute_script("return document.querySelectorAll('b').length") == 0
+
+
+@pytest.mark.parametrize(("depth", "layout"), [(30, "dagre"), (100, "preset")])
+def test_deeply_nested_parents_do_not_freeze_the_page(tmp_path, db, browser, depth, layout):
+    """A chain of parent runs ``depth`` deep, each group holding the next (few nodes): dagre's compound layout took
+    3.6 s at 100 levels and froze the tab at 300; beyond DAGRE_MAX_NESTING levels the page places them itself."""
+    from lineage_graph import html
+
+    events = [E(1, "r0", "j0", outputs=["x"])]
+    events += [E(1, f"r{i}", f"j{i}", parent=(f"j{i - 1}", f"r{i - 1}"), inputs=["x"] if i == depth else [])
+               for i in range(1, depth + 1)]
+    db(events)
+    out = tmp_path / "deep.html"
+    out.write_text(html.page(db.conn), encoding="utf-8")
+    started = time.monotonic()
+    browser.get(out.as_uri())
+    wait(browser, "return window.lineage && window.lineage.ready", timeout=30)
+    assert browser.execute_script("return window.lineage.layout") == layout
+    assert browser.execute_script("return window.lineage.cy.nodes('.job, .dataset').length") >= 2
+    assert time.monotonic() - started < 20

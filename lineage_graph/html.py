@@ -66,7 +66,7 @@ def _nesting(nodes: list[dict]) -> int:
     parent = {n["data"]["id"]: n["data"].get("parent") for n in nodes}
     depth: dict[str, int] = {}
     for start in parent:
-        chain = []
+        chain: list[str] = []
         node: str | None = start
         while node is not None and node not in depth and len(chain) <= len(parent):  # (bounded: no parent loop)
             chain.append(node)

@@ -41,7 +41,8 @@ class Node:
 #: prefix match answer ``history dag.task`` with the history of ``dag.task.child``. The parents are one list
 #: subquery, read once (a correlated EXISTS over jobs.parent_id, which has no index, scanned every job for each
 #: job without runs).
-_JOB_SQL = ("SELECT id, coalesce(effective_namespace, namespace) || '/' || coalesce(fqn, name) FROM jobs j "
+_JOB_SQL = ("SELECT id, coalesce(effective_namespace, namespace) || '/' || coalesce(fqn, name), "
+            "namespace || '/' || name FROM jobs j "
             "WHERE (EXISTS (SELECT 1 FROM job_current c WHERE c.job_id = j.id) "
             "OR j.id IN (SELECT parent_id FROM jobs)) AND ")
 
@@ -66,10 +67,11 @@ def resolve(conn: sqlite3.Connection, text: str) -> Node:
         for i, key in conn.execute("SELECT d.id, d.namespace || '/' || d.name FROM dataset_aliases a JOIN datasets d "
                                    "ON d.id = a.dataset_id WHERE a.name = ?", (text,)):
             found[("dataset", i)] = key  # one of its other names (a table's other location, its table name)
-    for i, key in conn.execute(_JOB_SQL + "(coalesce(effective_namespace, namespace) || '/' || coalesce(fqn, name)"
-                               " = ? OR fqn = ? OR name = ? OR namespace || '/' || name = ?)",
-                               (text, text, text, text)):
-        found[("job", i)] = key
+    own: dict[tuple[str, int], str] = {}  # a job's own namespace/name: tells apart two jobs shown alike
+    for i, key, own_name in conn.execute(_JOB_SQL + "(coalesce(effective_namespace, namespace) || '/' || "
+                                         "coalesce(fqn, name) = ? OR fqn = ? OR name = ? OR namespace || '/' || "
+                                         "name = ?)", (text, text, text, text)):
+        found[("job", i)], own[("job", i)] = key, own_name
     if not found:
         hi = text + "\U0010ffff"
         # the prefix as a range on the indexed (namespace, name) pair when it spans the namespace, else on name
@@ -77,14 +79,18 @@ def resolve(conn: sqlite3.Connection, text: str) -> Node:
                 "SELECT id, namespace, name FROM datasets WHERE (namespace || '/' || name >= ? AND "
                 "namespace || '/' || name < ?) OR (name >= ? AND name < ?) LIMIT 50", (text, hi, text, hi)):
             found[("dataset", i)] = f"{ns}/{name}"
-        for i, key in conn.execute(_JOB_SQL + "(coalesce(effective_namespace, namespace) || '/' || "
-                                   "coalesce(fqn, name) LIKE ? ESCAPE '\\' OR fqn LIKE ? ESCAPE '\\') LIMIT 50",
-                                   (_like(text), _like(text))):
-            found[("job", i)] = key
+        for i, key, own_name in conn.execute(_JOB_SQL + "(coalesce(effective_namespace, namespace) || '/' || "
+                                             "coalesce(fqn, name) LIKE ? ESCAPE '\\' OR fqn LIKE ? ESCAPE '\\') "
+                                             "LIMIT 50", (_like(text), _like(text))):
+            found[("job", i)], own[("job", i)] = key, own_name
     if len(found) == 1:
         (kind, i), key = next(iter(found.items()))
         return Node(kind, i, key)
-    raise NodeNotFound(text, sorted(found.values()))
+    shown = list(found.values())
+    # two jobs shown by one name (job `a.b` under `p`, job `b` under `p.a`): each with a name that picks it
+    candidates = [f"{key}  (or {own[node]})" if node in own and shown.count(key) > 1 else key
+                  for node, key in found.items()]
+    raise NodeNotFound(text, sorted(candidates))
 
 
 def _spelled_as_stored(text: str, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -709,3 +709,16 @@ def test_jobs_whose_parents_form_a_cycle_fold_into_one_task(isolated_lineage_env
         assert order[names[-1]]["dependencies"] and order[names[-1]]["level"] > order["P"]["level"]
     else:
         assert len(tasks) == 1 and len(tasks[0]["jobs"]) == size and tasks[0]["dependencies"] == []
+
+
+def test_two_jobs_shown_by_one_name_can_each_be_picked(isolated_lineage_env, capsys):
+    """Job ``a.b`` under ``p`` and job ``b`` under ``p.a`` are both shown as ``ns/p.a.b``: the ambiguity lists each
+    with its own namespace/name, which picks it (the list read `ns/p.a.b` twice, and neither could be typed)."""
+    write(isolated_lineage_env / "openlineage-events.jsonl", [
+        E(1, "p", "p"), E(2, "pa", "p.a", parent=("p", "p")),
+        E(3, "ab", "a.b", parent=("p", "p"), outputs=["x"]), E(4, "b", "b", parent=("p.a", "pa"), inputs=["x"])])
+    code, _, err = cli(capsys, "graph", "upstream", "ns/p.a.b")
+    assert code == 2
+    assert err.splitlines()[1:] == ["  ns/p.a.b  (or ns/a.b)", "  ns/p.a.b  (or ns/b)"]
+    code, out, _ = cli(capsys, "graph", "upstream", "ns/b")
+    assert code == 0 and out.splitlines()[0] == "upstream of job ns/p.a.b" and "db/x" in out

@@ -200,6 +200,8 @@ class Handler(BaseHTTPRequestHandler):
                 self._error(413, "body too large once decompressed")
                 return
             body = inflated
+        if body.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark (some Windows tools write one): as a file's
+            body = body[3:]
         try:
             doc = orjson.loads(body)
         except orjson.JSONDecodeError as exc:

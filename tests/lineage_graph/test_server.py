@@ -68,6 +68,9 @@ CASES = [
      {"error": "body too large once decompressed"}),
     ("deflate", zlib.compress(json.dumps(E(5, "r5", "e")).encode()), {**AUTH, "Content-Encoding": "deflate"}, 201,
      {"received": 1, "new": 1, "duplicates": 0, "ignored": 0}),
+    # a UTF-8 byte order mark, as `graph ingest` reads it in a file
+    ("byte-order-mark", b"\xef\xbb\xbf" + json.dumps(E(5, "r5", "e")).encode(), AUTH, 201,
+     {"received": 1, "new": 0, "duplicates": 1, "ignored": 0}),
     ("gzip-two-members", gzip.compress(b"[") + gzip.compress(json.dumps(E(6, "r6", "f")).encode() + b"]"),
      {**AUTH, "Content-Encoding": "gzip"}, 201, {"received": 1, "new": 1, "duplicates": 0, "ignored": 0}),
     # (the requests below are sent raw, in one write: the server answers them without reading a body)

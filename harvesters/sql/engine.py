@@ -720,7 +720,12 @@ class _Analyzer:
             self.schema = self.rules.schema_after_use_database
 
     def _execute(self, node: exp.Execute) -> None:
-        """EXEC proc: unknown body, no lineage. EXEC sp_executesql N'...' / EXEC ('...'): the inner text."""
+        """EXEC proc: unknown body, no lineage. EXEC sp_executesql N'...' / EXEC ('...'): the inner text. EXEC
+        sp_rename of a table: see :meth:`_sp_rename`."""
+        procedure = node.this
+        if not isinstance(node, exp.ExecuteSql) and isinstance(procedure, exp.Table) \
+                and procedure.name.lower() == "sp_rename" and self._sp_rename(node.expressions):
+            return
         database = None
         if isinstance(node, exp.ExecuteSql):
             first = node.expressions[0] if node.expressions else None
@@ -738,6 +743,31 @@ class _Analyzer:
         elif isinstance(first, exp.Table) and isinstance(first.this, exp.Identifier):
             inner = first.name if len(first.parts) == 1 else None  # sqlglot reads EXEC ('...') as a name
         self._dynamic(inner, database)
+
+    def _sp_rename(self, arguments: list[exp.Expr]) -> bool:
+        """T-SQL ``EXEC sp_rename 's.old', 'new' [, 'OBJECT']`` (dbt-sqlserver's swap of ``model__dbt_tmp`` onto its
+        model, table swaps of loaders): the new name, in the old one's schema, holds the old table's rows. A
+        column's, an index's (another ``@objtype``) or a three-part name without ``'OBJECT'`` (``t.column``) is no
+        table's: False, an EXECUTE as before."""
+        named: dict[str | int, str] = {}
+        for position, argument in enumerate(arguments):
+            key: str | int = position
+            if isinstance(argument, exp.EQ) and isinstance(argument.this, exp.Parameter):
+                key, argument = argument.this.name.lower(), argument.expression
+            if isinstance(argument, exp.National) or (isinstance(argument, exp.Literal) and argument.is_string):
+                named[key] = argument.name
+        old, new = named.get("objname", named.get(0)), named.get("newname", named.get(1))
+        kind = named.get("objtype", named.get(2))
+        if old is None or new is None or (kind is not None and kind.strip().upper() != "OBJECT"):
+            return False
+        source, renamed = self._to_table(old), self._to_table(new)
+        if source is None or renamed is None or len(renamed.parts) != 1 \
+                or (len(source.parts) > 2 and kind is None):
+            return False
+        target = source.copy()
+        target.set("this", renamed.this)
+        self._lineage("RENAME", [source], [(target, _WRITE)])
+        return True
 
     def _dynamic(self, inner: str | None, database: str | None = None) -> None:
         """Dynamic SQL given as a literal (EXEC ('...'), sp_executesql, Snowflake EXECUTE IMMEDIATE '...'): the inner
@@ -890,6 +920,15 @@ class _Analyzer:
         except SqlglotError:
             tokens = []
         first = 1 if tokens and tokens[0].text.upper() in ("ICEBERG", "DYNAMIC", "EXTERNAL") else 0
+        if len(tokens) > first + 1 and tokens[first].token_type == TokenType.VIEW \
+                and not any(t.token_type == TokenType.ALIAS for t in tokens):
+            # Snowflake `ALTER VIEW v ADD ROW ACCESS POLICY p ON (c)` and other clauses sqlglot does not model: the
+            # view is written, as by the ALTER VIEW clauses it models (a new query, `AS ...`, is no such clause)
+            start = first + 1
+            while start < len(tokens) and tokens[start].text.upper() in ("IF", "EXISTS"):
+                start += 1
+            self._lineage("ALTER VIEW", [], [(self._name(self._to_table(_name_text(tokens, start, text))), _WRITE)])
+            return
         if len(tokens) <= first or tokens[first].token_type != TokenType.TABLE:
             self.types["ALTER"] = None
             return

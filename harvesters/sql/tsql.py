@@ -413,6 +413,21 @@ def _table_storage(p: _Pass, i: int) -> int | None:
     return None
 
 
+def _clone_of(p: _Pass, i: int) -> int | None:
+    """Fabric's ``CREATE TABLE t AS CLONE OF s [AT 'point in time']`` (dbt-fabric's ``dbt clone``): read as the
+    ``CREATE TABLE t CLONE s`` sqlglot parses (t written, s read); the point in time changes neither."""
+    if p.depth or p.statement != TokenType.CREATE or p.kinds[i] != TokenType.ALIAS or i + 3 >= p.n \
+            or p.tokens[i + 1].text.upper() != "CLONE" or p.tokens[i + 2].text.upper() != "OF":
+        return None
+    end = skip_name(p.tokens, i + 3)
+    p.out.append(p.tokens[i + 1])
+    p.out.extend(p.tokens[i + 3 : end])
+    if end + 1 < p.n and p.tokens[end].text.upper() == "AT" and p.kinds[end + 1] in (TokenType.STRING,
+                                                                                        TokenType.NATIONAL_STRING):
+        return end + 2
+    return end
+
+
 def _key_index_kind(p: _Pass, i: int) -> int | None:
     """A column's ``PRIMARY KEY CLUSTERED`` / ``UNIQUE NONCLUSTERED`` without a column list (as SSMS and the temporal
     table docs write them): the index kind, which sqlglot then expects a column list after, is dropped."""
@@ -580,6 +595,7 @@ RULES: tuple[TokenRule, ...] = (
               _compound_assignment),
     TokenRule("synapse_table_options", frozenset({TokenType.CREATE}), frozenset({TokenType.WITH}),
               _synapse_table_options),
+    TokenRule("clone_of", frozenset({TokenType.ALIAS}), frozenset({TokenType.CREATE}), _clone_of),
     TokenRule("table_storage", frozenset({TokenType.VAR, TokenType.ALIAS}), frozenset({TokenType.CREATE}),
               _table_storage),
     TokenRule("where_current_of", frozenset({TokenType.WHERE}), frozenset({TokenType.WHERE}), _where_current_of),

@@ -444,8 +444,9 @@ class Spool:
                         if at not in sent_ahead:
                             event = self._decoded(line)
                             if event is not None:
-                                if send_many is not None and at not in outcomes:
-                                    _send_batch(lines, at, sent_ahead, outcomes, send_many)
+                                if send_many is not None and at not in outcomes \
+                                        and not _send_batch(lines, at, sent_ahead, outcomes, send_many):
+                                    send_many = None  # (a bug there: one at a time for the rest of this replay)
                                 if not self._replay_one(event, lines, at, sent_ahead, outcomes, send, set_aside,
                                                         independent):
                                     self._blank(chunk_at, lines, sorted(i for i in sent_ahead if i > at))
@@ -661,9 +662,10 @@ def _attempt(send: Callable[[dict[str, Any]], None], event: dict[str, Any]) -> B
 
 
 def _send_batch(lines: list[bytes], at: int, sent_ahead: set[int], outcomes: dict[int, BaseException | None],
-                send_many: SendMany) -> None:
+                send_many: SendMany) -> bool:
     """Hand the records from ``at`` on to ``send_many`` (up to :data:`REPLAY_BATCH`, up to the first one with an
-    outcome already), and note their outcomes: a record sent after ``at`` joins ``sent_ahead``."""
+    outcome already), and note their outcomes: a record sent after ``at`` joins ``sent_ahead``. False when
+    ``send_many`` failed itself."""
     batch: list[tuple[int, dict[str, Any]]] = []
     for later in range(at, min(len(lines), at + REPLAY_BATCH)):
         if later in outcomes:
@@ -671,7 +673,11 @@ def _send_batch(lines: list[bytes], at: int, sent_ahead: set[int], outcomes: dic
         event = None if later in sent_ahead else decode_record(lines[later])
         if event is not None:
             batch.append((later, event))
-    results = send_many([event for _, event in batch])
+    try:
+        results = send_many([event for _, event in batch])
+    except Exception:  # noqa: BLE001 - a bug there costs the speed, never an event: each is sent one at a time
+        log.warning("a lineage replay's batch could not be sent together; sending one at a time", exc_info=True)
+        return False
     for index, (later, _) in enumerate(batch):
         if index in results:
             outcome = results[index]
@@ -679,3 +685,4 @@ def _send_batch(lines: list[bytes], at: int, sent_ahead: set[int], outcomes: dic
                 sent_ahead.add(later)
             else:
                 outcomes[later] = outcome
+    return True

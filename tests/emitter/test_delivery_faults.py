@@ -277,6 +277,28 @@ def test_an_odd_spooled_event_is_replayed_like_any_other(tmp_path, odd):
     assert emitter.spool.pending_bytes() == 0
 
 
+def test_a_replay_whose_batches_fail_sends_one_at_a_time(monkeypatch, caplog):
+    """A bug in sending a replay's batch together costs the speed, never an event: one warning, and the spool is
+    sent one event at a time, each once, in its order."""
+    from emitter.delivery import Delivery
+
+    def broken(self, events):
+        raise RuntimeError("bug")
+
+    port = free_port()
+    first = Emitter.from_config(conf(f"http://127.0.0.1:{port}"), in_flight=16)
+    records = nested_records(2, 2)
+    first.emit_batch(records)
+    first.close()
+    monkeypatch.setattr(Delivery, "_replay_many", broken)
+    with Backend(port) as backend:
+        later = Emitter.from_config(conf(backend.url), in_flight=16)
+        counts = later.close()
+    assert (counts.replayed, counts.dropped) == (len(records), 0)
+    assert keys(backend.events) == [(r.run_id, r.event_type) for r in order_records(records)]
+    assert sum("could not be sent together" in r.getMessage() for r in caplog.records) == 1
+
+
 @pytest.mark.parametrize("in_flight", [4, 16])
 def test_a_backend_failing_mid_replay_gets_every_event_once(in_flight):
     """A backend answering 503 to every fifth request while a replay has requests in flight: the replay stops at

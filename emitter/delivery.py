@@ -444,17 +444,27 @@ class Delivery:
         self._diverting = bool(pending)
 
     def _replay_one(self, event: dict[str, Any]) -> None:
-        error = self._attempt(self.transport, event)
+        outcome = self._replayed(event, self._attempt(self.transport, event))
+        if outcome is not None:
+            raise outcome
+
+    def _replayed(self, event: dict[str, Any], error: BaseException | None) -> BaseException | None:
+        """Settle one re-sent spooled event: counted, or set aside (refused for good); else what stops the replay
+        there: :class:`Suspect` for a server error (the spool tries the event behind it, see the module
+        docstring), the error itself (the event stays in the spool), or the SpoolError of a dead letter that
+        cannot be kept (:meth:`_dead_letter`)."""
         if error is None:
             self.counts.replayed += 1
-            return
+            return None
         refused = rejection(error)
         if refused is None:
             self._replay_failure = error
-            if server_error(error) is not None:
-                raise Suspect(error)  # the spool tries the event behind it (see the module docstring)
-            raise error  # stops the replay; the event stays in the spool
-        self._dead_letter(event, *refused, spooled=self.keep_refused)
+            return Suspect(error) if server_error(error) is not None else error
+        try:
+            self._dead_letter(event, *refused, spooled=self.keep_refused)
+        except SpoolError as full:
+            return full
+        return None
 
     def _replay_many(self, events: list[dict[str, Any]]) -> dict[int, BaseException | None]:
         """Send spooled ``events`` on the sending threads, as many at once as fresh ones (a replay one request at
@@ -491,23 +501,12 @@ class Delivery:
         Called with the lock held."""
         batch = self._replaying
         assert batch is not None and node.replay_index is not None
-        outcome: BaseException | None = error
+        outcome = self._replayed(node.event, error)
         if error is None:
-            self.counts.replayed += 1
             batch.delivered += 1
             self._answered()
-        elif (refused := rejection(error)) is not None:
-            try:
-                self._dead_letter(node.event, *refused, spooled=self.keep_refused)
-                outcome = None
-            except SpoolError as full:
-                outcome = full
-        elif server_error(error) is not None:
-            self._replay_failure = error
-            outcome = Suspect(error)
-        else:
-            self._replay_failure = error
-            self._healthy = False  # one request at a time again: the probe (see _take_one)
+        elif outcome is error:  # down or refusing for now: one request at a time again, the probe (_take_one)
+            self._healthy = False
         if outcome is not None:
             batch.blocked.update(run for run in (node.run_id, node.parent_id) if run)
             batch.suspects += isinstance(outcome, Suspect)

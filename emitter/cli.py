@@ -74,27 +74,35 @@ def config_main(argv: list[str] | None = None, prog: str = "lineage-capture conf
 def replay_main(argv: list[str] | None = None, prog: str = "lineage-capture replay") -> int:
     """Re-send every spool under ``spool.dir`` to its recorded destination, or handle the dead letters; the exit
     code is in :data:`REPLAY_EXIT_CODES`."""
-    from emitter.spool import spools_under
+    from emitter.fan_out import fan_out_members, split_composite_spool
+    from emitter.spool import SpoolError, spools_under
 
     try:
         config, args = _config(prog, REPLAY_DESCRIPTION, REPLAY_EXIT_CODES, argv, replay=True)
     except ValueError as error:
         print(f"{prog}: {error}", file=sys.stderr)
         return 2
+    if fan_out_members(config.transport) and args.dead_letters is None:
+        try:  # (its members replay them, each to its own destination: see emitter.fan_out)
+            split_composite_spool(config.spool_dir, config.spool_max_bytes, config.transport or {},
+                                  fan_out_members(config.transport) or [])
+        except SpoolError as error:
+            print(f"{prog}: {error}", file=sys.stderr)
+            return 1
     spools = spools_under(config.spool_dir, config.spool_max_bytes)
     if not spools:
         print(f"nothing spooled in {config.spool_dir}")
         return 0
     code = 0
     for spool in spools:
+        if args.dead_letters == "list":  # (local: needs no destination, nor its credentials)
+            _list_dead_letters(spool)
+            continue
         try:
             transport_config = _target(config, spool, args.to_configured)
         except ValueError as error:
             print(f"{prog}: {error}", file=sys.stderr)
             code = 2
-            continue
-        if args.dead_letters == "list":
-            _list_dead_letters(spool)
             continue
         if args.dead_letters == "discard":
             count = len(spool.dead_letters())
@@ -121,6 +129,7 @@ def _target(config: EmitterConfig, spool: Any, to_configured: bool) -> dict[str,
     destination (its credentials are then used), when the spool recorded none (an older version's), or when
     ``--to-configured`` says so; the recorded destination when nothing was configured explicitly. Raises
     ValueError for a recorded destination that differs from an explicitly configured one."""
+    from emitter.fan_out import fan_out_members
     from emitter.redact import MASK
     from emitter.spool import CREDENTIALS, describe_destination, same_destination
 
@@ -132,6 +141,10 @@ def _target(config: EmitterConfig, spool: Any, to_configured: bool) -> dict[str,
                          f"configured transport ({_where(describe_destination(configured))})")
     if recorded is None or same_destination(recorded, describe_destination(configured)) or to_configured:
         return configured
+    member = next((m for m in fan_out_members(configured) or () if same_destination(recorded, describe_destination(m))),
+                  None)
+    if member is not None:  # a member of the configured composite (each spools for itself)
+        return member
     if config.source == "embedded default":
         if recorded.get("type") == "http" and (MASK in f"{recorded.get('url')}{recorded.get('endpoint')}"
                                                or recorded.get(CREDENTIALS)):

@@ -22,6 +22,7 @@ from typing import Any, cast
 from emitter.config import EmitterConfig, load_config
 from emitter.delivery import Counts, Delivery
 from emitter.delivery_process import DeliveryProcess
+from emitter.fan_out import FanOut, MemberSpools
 from emitter.records import START, RunRecord
 from emitter.redact import redact
 from emitter.serialize import event_dict
@@ -58,6 +59,9 @@ def order_records(records: Iterable[RunRecord]) -> list[RunRecord]:
 class Emitter:
     """Builds, redacts, orders and delivers events; see the module docstring."""
 
+    delivery: Delivery | DeliveryProcess | FanOut
+    spool: Spool | MemberSpools
+
     def __init__(self, config: EmitterConfig, transport: Any | None = None, retry_after: float = 30.0,
                  in_flight: int | None = None, announce_file: bool | Callable[[str], None] = True,
                  delivery_process: bool = False) -> None:
@@ -67,7 +71,7 @@ class Emitter:
         self._filters = job_filters(config.filters)
         self._filtered = 0  # (kept here: a delivery child's counts replace the delivery's whole)
         # One spool per destination (recorded with it): `lineage-capture replay` sends its events where they were going.
-        self.spool = Spool(config.spool_dir, config.spool_max_bytes, describe_destination(config.transport))
+        spool = self.spool = Spool(config.spool_dir, config.spool_max_bytes, describe_destination(config.transport))
         self.retry_after = retry_after
         self._transport = transport
         self._lock = threading.RLock()
@@ -76,6 +80,9 @@ class Emitter:
         self._parent_of: dict[str, str] = {}
         self._failure_kinds: set[str] = set()
         self._closed = False
+        self._own = Counts()  # what the emitter itself settled: events it could not build, writes lost after all
+        if transport is None and not config.disabled and self._fan_out(config, in_flight, announce_file):
+            return
         width, make = 1, None
         if transport is None and not config.disabled:
             from emitter.transport import create_transport, parallel_plan
@@ -89,18 +96,41 @@ class Emitter:
         legacy = Spool(config.spool_dir, config.spool_max_bytes)
 
         def in_this_process() -> Delivery:
-            return Delivery(self._transport, self.spool, retry_after, width, make,
+            return Delivery(self._transport, spool, retry_after, width, make,
                             legacy_spool=legacy if transport is None else None)
 
         process = None
         if delivery_process and make is not None and _cores() > 1:
             spool_settings = {"spool_dir": str(config.spool_dir), "spool_max_bytes": config.spool_max_bytes,
                               "destination": describe_destination(config.transport)}
-            process = DeliveryProcess.start(transport_config or {}, width, self.spool, spool_settings,
+            process = DeliveryProcess.start(transport_config or {}, width, spool, spool_settings,
                                             retry_after, in_this_process)
-        self.delivery: Delivery | DeliveryProcess = process or in_this_process()
+        self.delivery = process or in_this_process()
         if process is None and self._transport is not None and transport is None:
             self.delivery.replay()  # the spool of an earlier run first, before anything new
+
+    def _fan_out(self, config: EmitterConfig, in_flight: int | None,
+                 announce_file: bool | Callable[[str], None]) -> bool:
+        """For a composite transport that sends every event to every member: one delivery per member
+        (:mod:`emitter.fan_out`), each spooling for itself. False for any other transport."""
+        from emitter.fan_out import fan_out_members
+        from emitter.transport import create_transport
+
+        members = fan_out_members(config.transport)
+        if members is None:
+            return False
+        assert config.transport is not None
+
+        def create(member: Mapping[str, Any], announce: bool) -> Any:
+            return create_transport(member, announce=announce, announce_file=announce_file)
+
+        fan_out = FanOut.build(config.transport, members, config.spool_dir, config.spool_max_bytes,
+                               self.retry_after, in_flight, create)
+        self.delivery = fan_out
+        self.spool = fan_out.spools  # (what waits in any member's spool)
+        self._transport = fan_out.transports
+        fan_out.replay()  # the members' spools of an earlier run first, before anything new
+        return True
 
     @classmethod
     def from_config(cls, overrides: Mapping[str, Any] | None = None, **kwargs: Any) -> Emitter:
@@ -115,7 +145,9 @@ class Emitter:
     @property
     def counts(self) -> Counts:
         """What happened to the events so far (updated by the delivery)."""
-        counts = self.delivery.counts
+        counts = self.delivery.counts.copy()
+        counts.delivered -= self._own.delivered  # (writes the transport took, then lost: counted below)
+        counts.dropped += self._own.dropped
         counts.filtered = self._filtered
         return counts
 
@@ -125,7 +157,7 @@ class Emitter:
             with self._lock:
                 self._route(record)
         except Exception as error:  # noqa: BLE001 - the one boundary: a bug here costs an event, not the caller
-            self.counts.dropped += 1
+            self._own.dropped += 1
             self._log_failure_once("emit", error)
 
     def emit_batch(self, records: Iterable[RunRecord]) -> None:
@@ -143,7 +175,7 @@ class Emitter:
                 self._release(run_id)
             self.delivery.flush()
             flush_transport = getattr(self._transport, "flush", None)
-            if flush_transport is not None:
+            if callable(flush_transport):  # (kafka's `flush` is a setting, a bool)
                 try:
                     flush_transport()
                 except Exception as error:  # noqa: BLE001 - a failing flush is logged and counted, never raised
@@ -157,8 +189,8 @@ class Emitter:
         take_lost = getattr(self._transport, "take_lost", None)
         lost = take_lost() if take_lost is not None else 0
         if lost:
-            self.counts.delivered -= lost
-            self.counts.dropped += lost
+            self._own.delivered += lost  # (subtracted from the delivery's count: see counts)
+            self._own.dropped += lost
             log.error("%d lineage events the transport took could not be written: LOST (counted)", lost)
 
     def undelivered(self) -> tuple[list[RunRecord], list[dict[str, Any]]]:

@@ -382,6 +382,22 @@ def test_dead_letters_list_retry_discard(capsys):
     assert emitter.spool.dead_letters() == []
 
 
+def test_dead_letters_are_listed_without_the_destinations_credentials(capsys):
+    """Listing is local: a spool of a backend with an api key lists its dead letters with no configuration
+    (the harvest's summary points there; it exited 2, "configure that transport with them")."""
+    port = free_port()
+    settings = {**conf(f"http://127.0.0.1:{port}"), "transport.auth.type": "api_key",
+                "transport.auth.apiKey": "s3cr3t-key"}
+    with Backend(port, reject=lambda e: (e["run"]["runId"], e["eventType"]) == REJECTED):
+        emitter = Emitter.from_config(settings)
+        emitter.emit_batch(tree_records())
+        emitter.close()
+    capsys.readouterr()
+    assert replay_main(["--dead-letters", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "1 dead letters" in out and f"START ns/task.s2 run {REJECTED[0]}" in out and "s3cr3t" not in out
+
+
 def test_a_dead_letter_set_aside_during_a_retry_stays(capsys):
     """Another harvest sets an event aside while `replay --dead-letters retry` sends the earlier ones: the retry
     rewrites the file without the letters it delivered, and the new letter stays (it was overwritten)."""

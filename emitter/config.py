@@ -95,12 +95,28 @@ def state_dir() -> Path:
     return Path(base) / "lineage-capture"
 
 
+#: Transport keys whose value is a map with keys of their own, which may hold dots (Kafka's ``bootstrap.servers``,
+#: a header): ``transport.properties.bootstrap.servers`` is the key ``bootstrap.servers`` of ``properties``.
+MAP_KEYS = frozenset({"properties", "config", "headers", "custom_headers", "customHeaders", "urlParams",
+                      "url_params"})
+
+
+def _key_path(key: str) -> list[str]:
+    parts = key.split(".")
+    if parts[0] == "transport":
+        for at, part in enumerate(parts[1:-1], start=1):
+            if part in MAP_KEYS and parts[at - 1] != "transports":  # (not a composite member named "config")
+                return [*parts[:at + 1], ".".join(parts[at + 1:])]
+    return parts
+
+
 def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"transport.auth.type": "api_key"}`` -> ``{"transport": {"auth": {"type": "api_key"}}}``."""
+    """``{"transport.auth.type": "api_key"}`` -> ``{"transport": {"auth": {"type": "api_key"}}}``; below a map-valued
+    transport key (:data:`MAP_KEYS`) the rest of the key is one key."""
     nested: dict[str, Any] = {}
     for key, value in flat.items():
         node = nested
-        *parents, leaf = key.split(".")
+        *parents, leaf = _key_path(key)
         for part in parents:
             child = node.get(part)
             if not isinstance(child, dict):

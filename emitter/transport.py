@@ -181,8 +181,10 @@ def _factory() -> Any:
     from openlineage.client.transport.factory import DefaultTransportFactory
 
     factory = DefaultTransportFactory()
+    from emitter.kafka_transport import CheckedKafkaTransport
+
     factory.transports = {**get_default_factory().transports, "file": _json_lines_file_transport(),
-                           "http": keepalive_http_transport()}
+                           "http": keepalive_http_transport(), "kafka": CheckedKafkaTransport}
     return factory
 
 

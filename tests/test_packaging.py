@@ -19,7 +19,7 @@ PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 PACKAGES = ("emitter", "harvesters", "spark_plugin", "lineage_graph", "lineage_capture")
 # the extra a package's optional imports belong to: (package prefix, extra)
 OPTIONAL = {"pyspark": "spark", "py4j": "spark", "pyodbc": "sqlserver", "snowflake": "snowflake",
-            "cryptography": "snowflake"}
+            "cryptography": "snowflake", "confluent_kafka": "kafka"}
 
 
 def _requirement_names(requirements: list[str]) -> set[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_emitter_delivery import key, numbered_records
 
 from emitter.cli import replay_main
 from emitter.config import load_config
@@ -15,7 +16,6 @@ from emitter.spool import Spool, describe_destination
 
 from http_backend import Backend, free_port, order_violations
 from ol_schema import assert_valid_event
-from test_emitter_delivery import key, numbered_records
 
 
 def composite_conf(events_file, url: str, **extra: str) -> dict[str, str]:

@@ -38,8 +38,17 @@ CASES = [
       "auth": {"type": "api_key", "apiKey": "k2"}}, "explicit configuration"),
     ("java-kafka-keys", {"transport.type": "kafka", "transport.topicName": "lineage",
                          "transport.properties.bootstrap.servers": "k:9092"}, None, {},
-     {"type": "kafka", "topic": "lineage", "config": {"bootstrap": {"servers": "k:9092"}}},
+     {"type": "kafka", "topic": "lineage", "config": {"bootstrap.servers": "k:9092"}},  # (one key, as the JVM's)
      "explicit configuration"),
+    ("composite-kafka-member-dotted-property", {
+        "transport.type": "composite", "transport.transports.config.type": "kafka",
+        "transport.transports.config.topicName": "t", "transport.transports.config.properties.client.id": "x"},
+     None, {}, {"type": "composite", "transports": {"config": {"type": "kafka", "topic": "t",
+                                                               "config": {"client.id": "x"}}}},
+     "explicit configuration"),
+    ("dotted-header-name", {"transport.type": "http", "transport.url": "http://m:5000",
+                            "transport.headers.X-Team.Id": "7"}, None, {},
+     {"type": "http", "custom_headers": {"X-Team.Id": "7"}}, "explicit configuration"),
     ("file-debug-mode-a-file-each", {"transport.type": "file", "transport.location": "/tmp/x",
                                      "transport.debug_mode": "true"}, None, {},
      {"type": "file", "log_file_path": "/tmp/x", "append": False}, "explicit configuration"),

@@ -25,14 +25,20 @@ command -v java >/dev/null 2>&1 || die "Java 17+ is required by PySpark: install
 java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9][0-9]*\).*/\1/p' | head -n1)
 [ "${java_major:-0}" -ge 17 ] 2>/dev/null || die "Java 17+ is required by PySpark; found: $(java -version 2>&1 | head -n1)"
 
-# 3. System packages: unixODBC (pyodbc needs libodbc.so.2), the SQLite ODBC driver (live-path tests), and
-#    Chromium with its driver (the lineage page is tested in a real headless browser).
-missing=()
-ldconfig -p 2>/dev/null | grep -q 'libodbc\.so\.2' || missing+=(unixodbc)
-[ -e /usr/lib/x86_64-linux-gnu/odbc/libsqlite3odbc.so ] || ls /usr/lib/*/odbc/libsqlite3odbc.so >/dev/null 2>&1 || missing+=(libsqliteodbc)
-command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
-if [ ${#missing[@]} -gt 0 ]; then
+cmd=${1:-}
+shift || true
+
+# 3. System packages, for the tests only (the demo needs none): unixODBC (pyodbc needs libodbc.so.2), the SQLite
+#    ODBC driver (live-path tests), and Chromium with its driver (the lineage page is tested in a real headless
+#    browser). The tests also read ../shared beside the repository (OpenLineage's JSON schemas, expected events).
+test_prerequisites() {
+  [ -d ../shared/openlineage-spec ] || die "the tests read ../shared beside the repository (OpenLineage's JSON schemas in ../shared/openlineage-spec, the JVM integration's expected events, SQL and Extended Events cases): $(cd .. && pwd)/shared is missing"
+  local missing=()
+  ldconfig -p 2>/dev/null | grep -q 'libodbc\.so\.2' || missing+=(unixodbc)
+  [ -e /usr/lib/x86_64-linux-gnu/odbc/libsqlite3odbc.so ] || ls /usr/lib/*/odbc/libsqlite3odbc.so >/dev/null 2>&1 || missing+=(libsqliteodbc)
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+  [ ${#missing[@]} -gt 0 ] || return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "dev.sh: installing ${missing[*]} with apt-get" >&2
     DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
@@ -40,7 +46,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   else
     die "missing system packages: ${missing[*]} (Debian/Ubuntu: sudo apt-get install -y ${missing[*]})"
   fi
-fi
+}
+case "$cmd" in test|test-spark35|test-airflow) test_prerequisites ;; esac
 
 # 4. The virtual environment, reinstalled only when pyproject.toml changed.
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
@@ -66,8 +73,6 @@ spark35_env() {
   fi
 }
 
-cmd=${1:-}
-shift || true
 case "$cmd" in
   demo) exec .venv/bin/lineage-capture demo "$@" ;;
   test) exec .venv/bin/python -m pytest "$@" ;;

@@ -61,6 +61,11 @@ def config_main(argv: list[str] | None = None, prog: str = "lineage-capture conf
     except ValueError as error:
         print(f"{prog}: {error}", file=sys.stderr)
         return 2
+    try:
+        _check_transport(config)
+    except ValueError as error:
+        print(f"{prog}: {error}", file=sys.stderr)
+        return 2
     transport = dict(config.transport or {})
     if isinstance(transport.get("url"), str):
         transport["url"] = url_without_credentials(transport["url"])
@@ -69,6 +74,21 @@ def config_main(argv: list[str] | None = None, prog: str = "lineage-capture conf
                                  "spool": str(config.spool_dir),
                                  "disabled": config.disabled}), indent=2))
     return 0
+
+
+def _check_transport(config: EmitterConfig) -> None:
+    """Build the configured transport as a producer would (unknown keys warned about, a configuration it cannot be
+    built from raised as ValueError), and close it. A kafka transport is not built (its producer would start
+    connecting): its settings are checked when a producer starts."""
+    from emitter.transport import create_transport
+
+    if config.disabled or not config.transport:
+        return
+    members = config.transport.get("transports") if config.transport.get("type") == "composite" else None
+    members = list(members.values() if isinstance(members, dict) else members or [])
+    if any(str(t.get("type")).lower() == "kafka" for t in [config.transport, *members] if isinstance(t, dict)):
+        return
+    create_transport(config.transport, announce_file=False).close()
 
 
 def replay_main(argv: list[str] | None = None, prog: str = "lineage-capture replay") -> int:

@@ -300,3 +300,21 @@ def test_a_filter_that_cannot_be_used_is_refused(tmp_path, monkeypatch, filters)
     monkeypatch.setenv("OPENLINEAGE_CONFIG", str(tmp_path / "openlineage.yml"))
     with pytest.raises(ValueError, match="filter"):
         Emitter.from_config()
+
+
+@pytest.mark.parametrize("conf, code, says", [
+    (["transport.type=http", "transport.url=http://m:5000"], 0, ""),
+    (["transport.type=bogus"], 2, "unknown OpenLineage transport type 'bogus'"),
+    (["transport.type=http", "transport.urll=http://m:5000"], 2, "`url` key not passed"),
+    (["transport.type=http", "transport.url=http://m:5000", "transport.timeot=3"], 0,
+     "unknown key 'timeot' in the http transport configuration"),
+    (["transport.type=file", "transport.location=/nonexistent-dir/x.jsonl"], 0, ""),
+    (["transport.type=kafka", "transport.topicName=t", "transport.properties.bootstrap.servers=127.0.0.1:9"], 0, ""),
+], ids=["good", "unknown-type", "misspelt-url", "unknown-key", "file", "kafka-not-connected"])
+def test_config_command_checks_the_transport_as_a_producer_builds_it(capsys, caplog, conf, code, says):
+    """`lineage-capture config` said exit 0 for a configuration every producer refuses."""
+    from emitter.cli import config_main
+
+    assert config_main([f"--conf={c}" for c in conf]) == code
+    err = capsys.readouterr().err + caplog.text  # (warnings: through logging)
+    assert (says in err) if says else ("unknown" not in err and "cannot" not in err)

@@ -173,11 +173,14 @@ def _graph_part(events: _EventFile) -> int:
 
 def build_parser(prog: str = "lineage-capture demo") -> argparse.ArgumentParser:
     """The demo's options (``--help`` describes it without running it)."""
+    from lineage_capture.version import add_version_option
+
     parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="exit codes: 0 every part wrote its events; 1 a part failed or lost "
                                             "events (its output says which)")
     parser.add_argument("--no-spark", action="store_true", help="skip the spark-submit part (about 30 s)")
+    add_version_option(parser)
     return parser
 
 

@@ -9,6 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from lineage_capture.version import add_version_option
+
 EXIT_CODES = """exit codes:
   0  done
   1  done, but something needs a look: bad lines were skipped (each named file:line with the reason){extra}
@@ -37,8 +39,10 @@ def _reader(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
 
 
 def _sub(subs, name: str, help: str, extra: str = "") -> argparse.ArgumentParser:
-    return subs.add_parser(name, help=help, description=help, epilog=EXIT_CODES.format(extra=extra),
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subs.add_parser(name, help=help, description=help, epilog=EXIT_CODES.format(extra=extra),
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version_option(parser)
+    return parser
 
 
 def add_graph_parser(subparsers, only: str | None = None) -> argparse.ArgumentParser:
@@ -51,6 +55,7 @@ def add_graph_parser(subparsers, only: str | None = None) -> argparse.ArgumentPa
                     "before and in the default events file.",
         epilog=EXIT_CODES.format(extra=", a cycle in the task DAG"),
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version_option(graph)
     subs = graph.add_subparsers(dest="graph_command", metavar="COMMAND", required=True)
 
     if only in (None, "ingest"):

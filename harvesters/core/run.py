@@ -69,6 +69,9 @@ def minutes_option(*, zero_allowed: bool) -> Callable[[str], timedelta]:
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
     """The options of every ``harvest`` subcommand: namespace, state, idle gap, window, dry run, overrides."""
+    from lineage_capture.version import add_version_option
+
+    add_version_option(parser)
     parser.add_argument("--namespace", help="job namespace of the task runs (default: $OPENLINEAGE_NAMESPACE, "
                                             f"else {DEFAULT_JOB_NAMESPACE!r}, as for the Spark plugin and Airflow)")
     parser.add_argument("--state", type=Path, metavar="FILE",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
@@ -17,6 +17,17 @@ if TYPE_CHECKING:
 
 class UsageError(Exception):
     """A configuration mistake the user must fix (exit code 2)."""
+
+
+def require_pyodbc(extra: str) -> Any:
+    """The pyodbc module; a :class:`UsageError` saying what to install when it or unixODBC's libodbc is missing
+    (ImportError: "libodbc.so.2: cannot open shared object file" for the latter)."""
+    try:
+        import pyodbc
+    except ImportError as error:
+        raise UsageError(f"reading live over ODBC needs pyodbc and unixODBC: pip install 'lineage-capture[{extra}]', "
+                         f"and the unixodbc system package with the database's ODBC driver ({error})") from None
+    return pyodbc
 
 
 def check_input_files(names: Iterable[str], problem_of: Callable[[str], str | None]) -> None:

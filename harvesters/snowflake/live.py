@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from harvesters.core.outcome import UsageError
+from harvesters.core.outcome import UsageError, require_pyodbc
 from harvesters.core.state import Window
 from harvesters.snowflake.history import HistoryRow, Unreadable, parse_time, row_from_mapping
 
@@ -336,7 +336,7 @@ def _der_private_key(path: str, passphrase: str | None) -> bytes:
 
 def connect_odbc(conn_str: str) -> Any:
     """A pyodbc connection (Snowflake's ODBC driver; the SQLite driver for the test stand-in)."""
-    import pyodbc  # deferred: needs unixODBC's libodbc
+    pyodbc = require_pyodbc("sqlserver")  # deferred: needs unixODBC's libodbc (pyodbc: the sqlserver extra)
 
     connection = pyodbc.connect(conn_str, autocommit=True)
     try:  # tag the harvester's own queries so they are left out (Snowflake only; others ignore the failure)

@@ -18,7 +18,7 @@ from collections.abc import Generator, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from harvesters.core.outcome import UsageError, check_input_files
+from harvesters.core.outcome import UsageError, check_input_files, require_pyodbc
 from harvesters.core.run import EXIT_CODES_HELP, Harvested, Progress, add_common_options, instant, run_harvest
 from harvesters.core.state import Checkpoint
 
@@ -279,7 +279,7 @@ def _harvest_xml(args: argparse.Namespace, harvest: Any, state: dict[str, Any]) 
 
 
 def _harvest_live(args: argparse.Namespace, conn_str: str, harvest: Any, state: dict[str, Any]) -> None:
-    import pyodbc  # deferred: needs unixODBC's libodbc (extra 'sqlserver')
+    pyodbc = require_pyodbc("sqlserver")  # deferred: needs unixODBC's libodbc
 
     from harvesters.sqlserver.live import BACKENDS, FilePosition, TableColumns, read_event_file
 

@@ -8,6 +8,7 @@ Server: connection string, parameter binding, fetching, block positions, resume,
 from __future__ import annotations
 
 import json
+import sys
 import sqlite3
 from pathlib import Path
 
@@ -172,6 +173,19 @@ def test_unreachable_server_is_exit_2_and_state_untouched(tmp_path, capsys):
                  "--conf", "transport.type=file", "--conf", f"transport.location={tmp_path / 'e.jsonl'}"])
     assert code == 2 and not state.exists()
     assert "reading failed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("source", [["sqlserver", "--connection-string", "Driver={X};Server=db01"],
+                                    ["snowflake", "--odbc", "Driver={X};Server=acct", "--account", "org-acct"]])
+def test_without_pyodbc_a_live_harvest_says_what_to_install(tmp_path, capsys, monkeypatch, source):
+    """It was a ModuleNotFoundError traceback (an ImportError when unixODBC's libodbc is missing)."""
+    monkeypatch.setitem(sys.modules, "pyodbc", None)  # as if not installed
+    state = tmp_path / "state.json"
+    code = main([*source, "--state", str(state), "--conf", "transport.type=file",
+                 "--conf", f"transport.location={tmp_path / 'e.jsonl'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and not state.exists() and "Traceback" not in err
+    assert "needs pyodbc and unixODBC: pip install 'lineage-capture[sqlserver]'" in err
 
 
 @pytest.mark.parametrize("conn,expected", [

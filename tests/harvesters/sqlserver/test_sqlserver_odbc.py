@@ -8,8 +8,8 @@ Server: connection string, parameter binding, fetching, block positions, resume,
 from __future__ import annotations
 
 import json
-import sys
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest

@@ -315,7 +315,9 @@ def _warn_two_credentials(transport: Mapping[str, Any]) -> None:
 
 def _announce_file(path: str, say: Callable[[str], None], appended: bool = True) -> None:
     """The file transport's path is said once per process, so a user finds the events."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    local = _local_path(path)  # `file:///x` is /x (it made a directory ./file: in the working directory)
+    if "://" not in local:  # (a remote fsspec location has no local directory)
+        Path(local).parent.mkdir(parents=True, exist_ok=True)
     if path not in _announced_files:
         _announced_files.add(path)
         say(f"lineage events are appended to {path}" if appended else

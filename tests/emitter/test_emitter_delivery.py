@@ -214,9 +214,11 @@ def test_file_transport_writes_utf8_json_lines_that_read_back_exactly(tmp_path):
 
 
 @pytest.mark.parametrize("location", ["{tmp}/not/yet/events.jsonl", "file://{tmp}/not/yet/events.jsonl"])
-def test_file_transport_makes_its_directory(tmp_path, location):
+def test_file_transport_makes_its_directory(tmp_path, location, monkeypatch):
     """A location in a directory that does not exist yet is written there, the directory made (as the JVM client's
-    file transport does); every event went to the spool, each run, before."""
+    file transport does); every event went to the spool, each run, before. Nothing is made in the working
+    directory (a `file:` URI made ./file:/...)."""
+    monkeypatch.chdir(_empty_dir(tmp_path / "cwd"))
     emitter = Emitter.from_config({"transport.type": "file", "transport.location": location.format(tmp=tmp_path)})
     records = numbered_records(2)
     for record in records:
@@ -226,6 +228,12 @@ def test_file_transport_makes_its_directory(tmp_path, location):
 
     assert (counts.delivered, counts.spooled) == (4, 0)
     assert len(read_events(tmp_path / "not" / "yet" / "events.jsonl")) == 4
+    assert list((tmp_path / "cwd").iterdir()) == []
+
+
+def _empty_dir(path):
+    path.mkdir()
+    return path
 
 
 def test_file_transport_lines_reach_the_file_without_a_next_event(tmp_path):

@@ -215,8 +215,10 @@ class Emitter:
                 except Exception as error:  # noqa: BLE001
                     self._log_failure_once("close", error)
                 counts = self.counts.copy()
-                log.info("lineage events: %d delivered, %d spooled, %d replayed from spool, %d dead-lettered, "
-                         "%d dropped%s", counts.delivered, counts.spooled, counts.replayed, counts.dead_lettered,
+                # (a transport may name its outcome: a dry run's prints, it delivers nothing)
+                log.info("lineage events: %d %s, %d spooled, %d replayed from spool, %d dead-lettered, "
+                         "%d dropped%s", counts.delivered, getattr(self._transport, "outcome", "delivered"),
+                         counts.spooled, counts.replayed, counts.dead_lettered,
                          counts.dropped, f", {counts.filtered} left out by the filters" if counts.filtered else "")
                 if self.spool.pending_bytes():
                     log.warning("%d bytes of lineage events wait in %s; run `lineage-capture replay` once the "

@@ -108,6 +108,9 @@ class _StdoutTransport:
     """--dry-run: events as JSON lines on stdout. A reader that stops reading (``| head``) ends the output, not
     the harvest: nothing of a dry run is kept, so nothing is lost."""
 
+    #: what the emitter's closing line calls the events it handed over ("delivered" would say they were sent)
+    outcome = "printed to stdout (dry run: none sent)"
+
     def __init__(self) -> None:
         self.reader_gone = False
 

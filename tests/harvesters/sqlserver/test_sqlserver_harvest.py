@@ -412,13 +412,16 @@ def test_argparse_errors_exit_2():
     assert exit_info.value.code == 2
 
 
-def test_dry_run_prints_events_and_keeps_no_state(tmp_path, capsys):
+def test_dry_run_prints_events_and_keeps_no_state(tmp_path, capsys, caplog):
     log = write_log(tmp_path / "log.xml", [GOOD])
     state = tmp_path / "state.json"
-    assert main(["sqlserver", "--server", SERVER, "--xml", str(log), "--dry-run", "--state", str(state)]) == 0
+    with caplog.at_level("INFO"):
+        assert main(["sqlserver", "--server", SERVER, "--xml", str(log), "--dry-run", "--state", str(state)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert [json.loads(line)["eventType"] for line in out] == ["START", "START", "COMPLETE", "COMPLETE"]
     assert not state.exists()
+    # the closing line does not say "delivered": nothing was sent
+    assert "lineage events: 4 printed to stdout (dry run: none sent), 0 spooled" in caplog.text
 
 
 def test_dry_run_neither_replays_nor_adds_to_the_real_spool(tmp_path, capsys):

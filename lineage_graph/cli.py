@@ -20,7 +20,8 @@ EXIT_CODES = """exit codes:
 LEVEL_HELP = """level of the job hierarchy the DAG is drawn at: 'task' (default) folds every job into its top-most
 ancestor that is not a container (a container is a jobType DAG job, e.g. an Airflow DAG, or a parent known only
 from ParentRun facets): harvested task runs and Spark applications stay, their statements and actions fold into
-them; 'root' folds into the root ancestor; 'leaf' keeps every job; a number N folds into the ancestor at depth N
+them; 'root' folds into the root ancestor; 'leaf' keeps every job but those whose children have lineage of
+their own (drawn as those children); a number N folds into the ancestor at depth N
 (0 = root)"""
 
 

@@ -363,6 +363,20 @@ def _task_tops(graph: Graph) -> dict[int, int | None]:
     return tops
 
 
+def _covered_by_children(graph: Graph) -> set[int]:
+    """Jobs whose inputs and outputs are all their children's (a harvested task's are its statements' union): at
+    the ``leaf`` level they are drawn as those children; as nodes of their own beside them they made a cycle with
+    them (the task writes what its next statement reads, which writes what the task reads)."""
+    ins: dict[int, set[int]] = defaultdict(set)
+    outs: dict[int, set[int]] = defaultdict(set)
+    for job in graph.jobs.values():
+        if job.nruns and job.parent_id is not None and job.parent_id != job.id:
+            ins[job.parent_id] |= job.inputs
+            outs[job.parent_id] |= job.outputs
+    return {j.id for j in graph.jobs.values() if (j.inputs or j.outputs) and (ins[j.id] or outs[j.id])
+            and j.inputs <= ins[j.id] and j.outputs <= outs[j.id]}
+
+
 def parse_level(text: str) -> str | int:
     """``task``/``root``/``leaf`` or a non-negative depth."""
     if text in ("task", "root", "leaf"):
@@ -380,8 +394,9 @@ def task_dag(graph: Graph, level: str | int = "task") -> TaskDag:
     inputs: dict[int, set[int]] = defaultdict(set)
     outputs: dict[int, set[int]] = defaultdict(set)
     tops = _task_tops(graph) if level == "task" else {}
+    covered = _covered_by_children(graph) if level == "leaf" else set()
     for job in graph.jobs.values():
-        if not job.nruns:
+        if not job.nruns or job.id in covered:
             continue
         if job.id in tops:
             top = tops[job.id]

@@ -237,6 +237,13 @@ DAGS = [
         [("etl.extract.spark_app.execute_insert.warehouse_items", "etl.report"),
          ("etl.extract.spark_app.execute_insert.warehouse_orders",
           "etl.extract.spark_app.execute_insert.warehouse_items")], []), id="leaf-level"),
+    pytest.param([E(1, "t1", "task1", inputs=["Orders", "Stage"], outputs=["Stage", "Daily"]),  # its statements'
+                  E(2, "s1", "task1.stmt.1", parent=("task1", "t1"), inputs=["Orders"], outputs=["Stage"]),
+                  E(3, "s2", "task1.stmt.2", parent=("task1", "t1"), inputs=["Stage"], outputs=["Daily"]),
+                  E(4, "t2", "task2", inputs=["Daily"], outputs=["Report"])], "leaf",
+                 ({"task1.stmt.1": 0, "task1.stmt.2": 1, "task2": 2},
+                  [("task1.stmt.1", "task1.stmt.2"), ("task1.stmt.2", "task2")], []),
+                 id="leaf-level-a-task-with-its-statements-lineage-is-drawn-as-them"),
     pytest.param(AIRFLOW_SPARK, "root", ({"etl": 0}, [], []), id="root-level"),
     pytest.param(AIRFLOW_SPARK, 2, ({"etl.extract.spark_app": 0, "etl.report": 1, "etl": 0, "etl.extract": 0},
                                     [("etl.extract.spark_app", "etl.report")], []), id="depth-2"),

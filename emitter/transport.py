@@ -256,12 +256,7 @@ def create_transport(transport: Mapping[str, Any] | None, announce: bool = True,
     if not transport or not transport.get("type"):
         raise ValueError("no OpenLineage transport type configured")
     factory = _factory()
-    kind = str(transport.get("type"))
-    # (a dotted type is a class path openlineage-python imports; for a bare unknown word it said "not enough values
-    # to unpack (expected 2, got 1)")
-    if "." not in kind and kind.lower() not in factory.transports:
-        raise ValueError(f"unknown OpenLineage transport type {kind!r}: one of {', '.join(sorted(factory.transports))}"
-                         ", or a transport class's module.Class path")
+    check_types(transport, factory.transports)
     if announce:
         for key in unknown_transport_keys(transport):
             log.warning("unknown key %r in the %s transport configuration: ignored", key, transport.get("type"))
@@ -283,6 +278,25 @@ def create_transport(transport: Mapping[str, Any] | None, announce: bool = True,
     if str(transport.get("type")).lower() == "console":
         _show_console_events()
     return built
+
+
+def check_types(transport: Mapping[str, Any], known: Mapping[str, Any] | None = None, where: str = "transport") -> None:
+    """Raise ValueError naming a transport (or a composite's member) whose type is missing or unknown.
+    (A dotted type is a class path openlineage-python imports; for a bare unknown word it said "not enough values
+    to unpack (expected 2, got 1)", for a member without one "Failed to import".)"""
+    known = _factory().transports if known is None else known
+    kind = str(transport.get("type") or "").strip()
+    if not kind:
+        raise ValueError(f"{where}.type is not set: one of {', '.join(sorted(known))}")
+    if "." not in kind and kind.lower() not in known:
+        member = f" ({where}.type)" if where != "transport" else ""
+        raise ValueError(f"unknown OpenLineage transport type {kind!r}{member}: one of "
+                         f"{', '.join(sorted(known))}, or a transport class's module.Class path")
+    members = transport.get("transports") if kind.lower() == "composite" else None
+    items = members.items() if isinstance(members, Mapping) else enumerate(members or ())
+    for name, member in items:
+        if isinstance(member, Mapping):
+            check_types(member, known, f"{where}.transports.{name}")
 
 
 def _show_console_events() -> None:

@@ -103,3 +103,9 @@ def test_which_composites_fan_out(tmp_path, extra, fans_out):
     assert (members is not None) == fans_out
     if fans_out:
         assert [(m["name"], m["type"]) for m in members] == [("local", "file"), ("marquez", "http")]
+
+
+def test_a_member_without_a_type_is_a_configuration_error_naming_it(tmp_path):
+    conf = {**composite_conf(tmp_path / "e.jsonl", "http://127.0.0.1:9"), "transport.transports.marquez.type": ""}
+    with pytest.raises(ValueError, match=r"^transport\.transports\.marquez\.type is not set"):
+        Emitter.from_config(conf)

@@ -310,7 +310,12 @@ def test_a_filter_that_cannot_be_used_is_refused(tmp_path, monkeypatch, filters)
      "unknown key 'timeot' in the http transport configuration"),
     (["transport.type=file", "transport.location=/nonexistent-dir/x.jsonl"], 0, ""),
     (["transport.type=kafka", "transport.topicName=t", "transport.properties.bootstrap.servers=127.0.0.1:9"], 0, ""),
-], ids=["good", "unknown-type", "misspelt-url", "unknown-key", "file", "kafka-not-connected"])
+    (["transport.type=composite", "transport.transports.a.type=console", "transport.transports.b.url=http://m"], 2,
+     "transport.transports.b.type is not set"),
+    (["transport.type=composite", "transport.transports.a.type=bogus"], 2,
+     "unknown OpenLineage transport type 'bogus' (transport.transports.a.type)"),
+], ids=["good", "unknown-type", "misspelt-url", "unknown-key", "file", "kafka-not-connected", "member-without-type",
+        "member-of-unknown-type"])
 def test_config_command_checks_the_transport_as_a_producer_builds_it(capsys, caplog, conf, code, says):
     """`lineage-capture config` said exit 0 for a configuration every producer refuses."""
     from emitter.cli import config_main

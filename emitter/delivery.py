@@ -3,7 +3,8 @@
 Outcomes of one delivery (:func:`rejection` tells them apart):
 
 - delivered;
-- rejected for good: an HTTP 4xx other than 408/429 (Marquez answers 422 for an event it will never accept).
+- rejected for good: an HTTP 4xx other than 408/429 and those about the destination (401/407 credentials,
+  404/405 no such endpoint: :data:`DESTINATION_4XX`) (Marquez answers 422 for an event it will never accept).
   Retrying cannot help and must not block the events behind it: the event goes to the spool's dead-letter file
   with the backend's answer, is counted, and delivery goes on;
 - failed for now (connection refused, timeout, 408/429/5xx after the transport's own retries): the event goes to
@@ -43,6 +44,10 @@ log = logging.getLogger(__name__)
 
 #: HTTP answers that are not final: the backend may accept the same event later.
 TRANSIENT_4XX = frozenset({408, 429})
+#: Answers about the destination, not the event: credentials refused (401, 407 by a proxy), no such endpoint (404,
+#: 405). Every event would get them until the configuration is fixed: they fail for now (spooled in order, sent by
+#: the next run or `lineage-capture replay` once fixed) instead of setting every event aside as a dead letter.
+DESTINATION_4XX = frozenset({401, 404, 405, 407})
 #: Redirects a client follows with the same POST (301/302/303 turn it into a GET: the event would never arrive).
 REPOSTED_REDIRECTS = frozenset({307, 308})
 #: Server errors that say the backend (or the proxy before it) is down, not that it failed on this event.
@@ -77,7 +82,7 @@ def rejection(error: BaseException) -> tuple[int, str] | None:
     408/429, or a redirect that a POST cannot follow: 3xx but 307/308; read from the ``response`` that requests'
     and httpx's errors carry), else None."""
     status = _status(error)
-    if status is None or not 300 <= status < 500 or status in TRANSIENT_4XX | REPOSTED_REDIRECTS:
+    if status is None or not 300 <= status < 500 or status in TRANSIENT_4XX | REPOSTED_REDIRECTS | DESTINATION_4XX:
         return None
     return status, _answer_text(error)
 
@@ -97,6 +102,12 @@ def _answer_text(error: BaseException) -> str:
         return ""
 
 
+#: What a destination's refusal says about the configuration, in a summary line.
+DESTINATION_HINTS = {401: " (credentials refused: check transport.auth)", 407: " (the proxy wants credentials)",
+                     404: " (no such endpoint: check transport.url and transport.endpoint)",
+                     405: " (no such endpoint: check transport.url and transport.endpoint)"}
+
+
 def server_error(error: BaseException) -> int | None:
     """The status of a server error that may be the event's own doing (a 5xx but 502/503/504), else None."""
     status = _status(error)
@@ -113,7 +124,7 @@ def failure_reason(error: BaseException) -> str:
     if isinstance(asked, (int, float)):
         return f"the backend asked to be left alone for {asked:g} s"
     if status is not None:
-        return f"the backend answered HTTP {status}"
+        return f"the backend answered HTTP {status}" + DESTINATION_HINTS.get(status, "")
     lines = redact(str(error)).strip().splitlines()  # (redacted whole, then cut: a cut could split a secret)
     how = lines[0][:200] if lines else type(error).__name__
     return f"backend unreachable: {how}"

@@ -76,6 +76,10 @@ FAULTS = [
     pytest.param({"reject": lambda e: (e["run"]["runId"], e["eventType"]) == REJECTED}, (11, 0, 1), 12,
                  id="422-for-one-event"),
     pytest.param({"delay": 0.01}, (12, 0, 0), 12, id="slow"),
+    # about the destination, not the event (a wrong key, a wrong URL): every event would be set aside; they wait in
+    # order instead, and reach the backend once its configuration is fixed
+    pytest.param({"status": 401}, (0, 12, 0), 1, id="401-wrong-key"),
+    pytest.param({"status": 404}, (0, 12, 0), 1, id="404-wrong-endpoint"),
 ]
 
 
@@ -866,6 +870,8 @@ def reference_keys(tmp_path: Path, log: Path) -> list[tuple[str, str]]:
     ({"status": 503, "retry_after": "600"}, 3,
      "events spooled, not delivered (the backend asked to be left alone for 600 s"),
     ({"reject": "first child COMPLETE"}, 3, "1 events refused by the backend and set aside"),
+    ({"status": 401}, 3, "events spooled, not delivered (the backend answered HTTP 401 (credentials refused: check "
+                         "transport.auth)"),
     ({}, 0, "state saved to"),
 ])
 def test_harvest_exit_code_says_events_did_not_reach_the_backend(tmp_path, fault, code, note):

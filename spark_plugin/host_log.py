@@ -139,7 +139,7 @@ def uninstall() -> None:
 
 
 def configured_file(transport: Mapping[str, Any] | None, source: str) -> bool:
-    """Whether events go to a file transport the user configured (not the embedded default): its path needs no
-    announcement, the user knows where events go."""
-    return bool(transport) and str((transport or {}).get("type", "")).lower() == "file" \
+    """Whether events go to a file transport the user configured (not the embedded default), alone or as a member
+    of a composite: its path needs no announcement, the user knows where events go."""
+    return bool(transport) and str((transport or {}).get("type", "")).lower() in ("file", "composite") \
         and source != "embedded default"

@@ -153,15 +153,23 @@ def test_an_application_logging_at_info_sees_only_its_own_lines(workdir, hook_py
 
 def test_an_application_without_a_session(workdir, hook_pythonpath, class_archive, isolated_lineage_env):
     """A SparkContext and RDDs, never a session (the JVM integration listens to the context): the application's
-    run and its RDD jobs, named and linked as with a session."""
+    run and its RDD jobs, named and linked as with a session. Sent through a composite transport of two files:
+    each gets every event, and the plugin says nothing (it named a configured member's file)."""
     Path(workdir, "in").mkdir()
     Path(workdir, "in", "lines.txt").write_text("a\nb\n")
-    events_file = Path(workdir) / "events.jsonl"
-    result = submit(workdir, None, {**ON, **FILE, "spark.openlineage.transport.location": str(events_file)},
-                    hook_pythonpath, class_archive, isolated_lineage_env, app=CONTEXT_APP)
+    events_file, copy_file = Path(workdir) / "events.jsonl", Path(workdir) / "copy.jsonl"
+    composite = {"spark.openlineage.transport.type": "composite",
+                 "spark.openlineage.transport.transports.a.type": "file",
+                 "spark.openlineage.transport.transports.a.location": str(events_file),
+                 "spark.openlineage.transport.transports.b.type": "file",
+                 "spark.openlineage.transport.transports.b.location": str(copy_file)}
+    result = submit(workdir, None, {**ON, **composite}, hook_pythonpath, class_archive, isolated_lineage_env,
+                    app=CONTEXT_APP)
     assert result.returncode == 0, result.stdout[-3000:]
     assert result.stdout.strip() == "lines: 2"
+    assert [line for line in result.stderr.splitlines() if " lineage_capture: " in line] == []
     events = read_events(events_file)
+    assert read_events(copy_file) == events
     for event in events:
         assert_valid_event(event)
     save = "context_only.map_partitions_python_map_partitions_hadoop"

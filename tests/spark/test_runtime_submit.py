@@ -163,8 +163,8 @@ def test_an_application_without_a_session(workdir, hook_pythonpath, class_archiv
                  "spark.openlineage.transport.transports.a.location": str(events_file),
                  "spark.openlineage.transport.transports.b.type": "file",
                  "spark.openlineage.transport.transports.b.location": str(copy_file)}
-    result = submit(workdir, None, {**ON, **composite}, hook_pythonpath, class_archive, isolated_lineage_env,
-                    app=CONTEXT_APP)
+    result = submit(workdir, "warnings", {**ON, **composite}, hook_pythonpath, class_archive, isolated_lineage_env,
+                    app=CONTEXT_APP)  # (Spark's WARN level kept: a notice of ours would show)
     assert result.returncode == 0, result.stdout[-3000:]
     assert result.stdout.strip() == "lines: 2"
     assert [line for line in result.stderr.splitlines() if " lineage_capture: " in line] == []

@@ -28,7 +28,8 @@ DEFAULT_MESSAGE_TIMEOUT_MS = 10_000
 
 class _OncePerFacility(logging.Filter):
     """librdkafka repeats a line at each reconnection (every second while the broker is down): each kind
-    (its facility, e.g. ``FAIL``) is logged once per process; the delivery's own warning says the rest."""
+    (its facility, e.g. ``FAIL``) is logged once per process, at most as a warning (a broker that refuses the
+    connection is what an http backend that refuses it is: a failure for now, the delivery's own warning)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -39,6 +40,8 @@ class _OncePerFacility(logging.Filter):
         if facility in self.seen:
             return False
         self.seen.add(facility)
+        if record.levelno > logging.WARNING:
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
 
 

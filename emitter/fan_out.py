@@ -16,13 +16,13 @@ taken one of those events gets it again (a duplicate, never a loss).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from emitter.delivery import Counts, Delivery
-from emitter.spool import Spool, SpoolError, describe_destination
+from emitter.spool import Spool, SpoolBusy, SpoolError, describe_destination
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +67,24 @@ def split_composite_spool(root: Any, max_bytes: int, composite: Mapping[str, Any
 
 class MemberSpools:
     """The spools of a fan-out's members, read as one by those who report what waits (``pending_bytes``, the
-    directory of the first that holds events); appends (a process that is ending) go to the composite's own
-    spool, which the next fan-out splits into the members' spools."""
+    directory of the first that holds events). A process that is ending appends what is undelivered through
+    it (``append_many``/``append_unlocked``, as to any spool): an event some members had not settled (handed out by
+    :meth:`FanOut.pending_events`) goes to those members' spools only (the others have it already: a copy in the
+    composite's spool would reach them twice), any other event (never handed to the members) to the composite's
+    own spool, which the next fan-out splits into the members' spools."""
 
     def __init__(self, whole: Spool, members: list[Spool]) -> None:
         self.whole = whole
         self.members = members
         self.max_bytes = whole.max_bytes
+        # id(event) -> (the event, kept alive so that its id is not reused; the members' spools it is pending for)
+        self._pending_in: dict[int, tuple[Mapping[str, Any], list[Spool]]] = {}
+
+    def note_pending(self, event: dict[str, Any], spool: Spool, first: bool = False) -> None:
+        """``event`` is pending for the member of ``spool`` (``first``: forget what the last look noted)."""
+        if first:
+            self._pending_in.clear()
+        self._pending_in.setdefault(id(event), (event, []))[1].append(spool)
 
     def _first_pending(self) -> Spool:
         return next((s for s in (self.whole, *self.members) if s.pending_bytes()), self.members[0])
@@ -90,8 +101,40 @@ class MemberSpools:
         """Bytes waiting in any member's spool (or the composite's own)."""
         return sum(spool.pending_bytes() for spool in (self.whole, *self.members))
 
-    def __getattr__(self, name: str) -> Any:  # append_many, append_unlocked, sync: the composite's own spool
-        return getattr(self.whole, name)
+    def _groups(self, events: Sequence[Mapping[str, Any]]) -> list[tuple[Spool, list[Mapping[str, Any]]]]:
+        """The events each spool takes, in their order."""
+        groups: dict[int, tuple[Spool, list[Mapping[str, Any]]]] = {}
+        for event in events:
+            noted = self._pending_in.get(id(event))
+            for spool in noted[1] if noted is not None and noted[0] is event else [self.whole]:
+                groups.setdefault(id(spool), (spool, []))[1].append(event)
+        return list(groups.values())
+
+    def append_many(self, events: Sequence[Mapping[str, Any]], timeout: float | None = None) -> int:
+        """As :meth:`Spool.append_many`, each event to the spools it belongs in; how many were kept everywhere."""
+        missing, failure = 0, None
+        for spool, group in self._groups(events):
+            try:
+                missing += len(group) - spool.append_many(group, timeout)
+            except SpoolBusy:
+                raise
+            except SpoolError as error:
+                missing += len(group) - error.kept
+                failure = failure or error
+        if failure is not None:
+            failure.kept = max(0, len(events) - missing)
+            raise failure
+        return max(0, len(events) - missing)
+
+    def append_unlocked(self, events: Sequence[Mapping[str, Any]]) -> int:
+        """As :meth:`Spool.append_unlocked`, each event to the spools it belongs in."""
+        for spool, group in self._groups(events):
+            spool.append_unlocked(group)
+        return len(events)
+
+    def sync(self) -> None:
+        for spool in (self.whole, *self.members):
+            spool.sync()
 
 
 class FanOut:
@@ -159,11 +202,13 @@ class FanOut:
             delivery.close()
 
     def pending_events(self) -> list[dict[str, Any]]:
-        """Events some member has not settled yet, each once, in the order the first member holding it has."""
+        """Events some member has not settled yet, each once, in the order the first member holding it has; the
+        spools (:class:`MemberSpools`) note which members each is pending for."""
         seen: set[int] = set()
-        pending = []
+        pending: list[dict[str, Any]] = []
         for delivery in self.deliveries:
             for event in delivery.pending_events():
+                self.spools.note_pending(event, delivery.spool, first=not seen)
                 if id(event) not in seen:
                     seen.add(id(event))
                     pending.append(event)

@@ -109,3 +109,31 @@ def test_a_member_without_a_type_is_a_configuration_error_naming_it(tmp_path):
     conf = {**composite_conf(tmp_path / "e.jsonl", "http://127.0.0.1:9"), "transport.transports.marquez.type": ""}
     with pytest.raises(ValueError, match=r"^transport\.transports\.marquez\.type is not set"):
         Emitter.from_config(conf)
+
+
+def test_at_a_hosts_end_a_hanging_members_events_go_to_its_spool_only(tmp_path):
+    """A process that is ending spools what is undelivered at once (the Spark plugin's end): the events a hanging
+    member has not taken go to that member's spool, not to the composite's (the file member, which has them, got
+    them a second time from there)."""
+    from spark_plugin.exit_spool import spool_records
+
+    events_file, port = tmp_path / "events.jsonl", free_port()
+    records = numbered_records(3)
+    expected = [(r.run_id, r.event_type) for r in records]
+    with Backend(port, hang=True):
+        emitter = Emitter.from_config(composite_conf(events_file, f"http://127.0.0.1:{port}",
+                                                     **{"transport.transports.marquez.timeout": "30"}))
+        for record in records:
+            emitter.emit(record)
+        held, pending = emitter.undelivered()
+        assert sorted(key(e) for e in pending) == sorted(expected) and held == []
+        assert spool_records(emitter.spool, held, pending) == (6, 0)
+    assert file_keys(events_file) == expected
+    config = load_config(composite_conf(events_file, "http://127.0.0.1:9"))
+    members = fan_out_members(config.transport)
+    assert Spool(config.spool_dir, config.spool_max_bytes, describe_destination(config.transport)).pending_bytes() == 0
+    assert Spool(config.spool_dir, config.spool_max_bytes, describe_destination(members[0])).pending_bytes() == 0
+    with Backend(port) as backend:
+        counts = Emitter.from_config(composite_conf(events_file, backend.url)).close()
+    assert sorted(key(e) for e in backend.events) == sorted(expected) and counts.replayed == 6
+    assert file_keys(events_file) == expected  # once

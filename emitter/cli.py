@@ -159,12 +159,12 @@ def _target(config: EmitterConfig, spool: Any, to_configured: bool) -> dict[str,
         raise ValueError(f"the spool {spool.directory} does not say where its events were going (its "
                          "destination.json is damaged): not replayed; pass --to-configured to send them to the "
                          f"configured transport ({_where(describe_destination(configured))})")
-    if recorded is None or same_destination(recorded, describe_destination(configured)) or to_configured:
-        return configured
     member = next((m for m in fan_out_members(configured) or () if same_destination(recorded, describe_destination(m))),
                   None)
     if member is not None:  # a member of the configured composite (each spools for itself)
         return member
+    if recorded is None or same_destination(recorded, describe_destination(configured)) or to_configured:
+        return configured
     if config.source == "embedded default":
         if recorded.get("type") == "http" and (MASK in f"{recorded.get('url')}{recorded.get('endpoint')}"
                                                or recorded.get(CREDENTIALS)):

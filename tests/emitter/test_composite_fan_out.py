@@ -58,7 +58,8 @@ def test_a_down_member_spools_its_events_and_gets_them_later_the_other_member_on
         assert_valid_event(event)
 
 
-def test_the_replay_command_sends_a_members_spool_to_that_member(tmp_path, capsys):
+@pytest.mark.parametrize("to_configured", [[], ["--to-configured"]], ids=["recorded", "to-configured"])
+def test_the_replay_command_sends_a_members_spool_to_that_member(tmp_path, capsys, to_configured):
     events_file, port = tmp_path / "events.jsonl", free_port()
     conf = composite_conf(events_file, f"http://127.0.0.1:{port}")
     emitter = Emitter.from_config(conf)
@@ -68,7 +69,7 @@ def test_the_replay_command_sends_a_members_spool_to_that_member(tmp_path, capsy
     emitter.close()
     assert replay_main(as_argv(conf)) == 1  # still down: kept
     with Backend(port) as backend:
-        assert replay_main(as_argv(conf)) == 0
+        assert replay_main([*as_argv(conf), *to_configured]) == 0
         assert replay_main(as_argv(conf)) == 0  # nothing twice
     assert sorted(key(e) for e in backend.events) == sorted((r.run_id, r.event_type) for r in records)
     assert file_keys(events_file) == [(r.run_id, r.event_type) for r in records]

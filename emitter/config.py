@@ -48,7 +48,14 @@ JAVA_TO_PYTHON_KEYS: dict[str, dict[str, tuple[str, Any]]] = {
         "topicName": ("topic", str),
         "properties": ("config", dict),
     },
+    "composite": {
+        "continueOnFailure": ("continue_on_failure", str),
+        "continueOnSuccess": ("continue_on_success", str),
+        "sortTransports": ("sort_transports", str),
+    },
 }
+#: A composite transport's switches (booleans; configuration files and SparkConf give strings).
+COMPOSITE_FLAGS = ("continue_on_failure", "continue_on_success", "sort_transports")
 
 #: Top-level keys this project understands; anything else is warned about once.
 KNOWN_TOP_LEVEL_KEYS = frozenset(
@@ -148,13 +155,20 @@ def pythonize_transport(transport: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "http" and isinstance(out.get("verify"), str):
         out["verify"] = _truthy(out["verify"])
     if kind == "http" and isinstance(out.get("auth"), Mapping):
-        out["auth"] = {**out["auth"], "type": str(out["auth"].get("type", "")).lower() or "api_key"}
+        auth_type = str(out["auth"].get("type", "")).strip()
+        # (a dotted type is an auth provider's class path: its case is the module's and the class's)
+        out["auth"] = {**out["auth"], "type": auth_type if "." in auth_type else auth_type.lower() or "api_key"}
+    if kind == "composite":
+        for flag in COMPOSITE_FLAGS:  # (SparkConf and openlineage.yml strings: "false" was true)
+            if flag in out:
+                out[flag] = _truthy(out[flag])
+    # (an empty member is left out, as openlineage-python does: OPENLINEAGE__TRANSPORT__TRANSPORTS__DEFAULT_HTTP='{}'
+    # keeps OPENLINEAGE_URL out of a composite)
     if kind == "composite" and isinstance(out.get("transports"), Mapping):
-        out["transports"] = {
-            name: pythonize_transport(sub) for name, sub in out["transports"].items() if isinstance(sub, Mapping)
-        }
+        out["transports"] = {name: pythonize_transport(sub) for name, sub in out["transports"].items()
+                             if isinstance(sub, Mapping) and sub}
     if kind == "composite" and isinstance(out.get("transports"), list):
-        out["transports"] = [pythonize_transport(sub) for sub in out["transports"]]
+        out["transports"] = [pythonize_transport(sub) for sub in out["transports"] if isinstance(sub, Mapping) and sub]
     return out
 
 
@@ -216,15 +230,20 @@ def _env_config() -> dict[str, Any]:
     """``OPENLINEAGE__A__B=v`` -> ``{"a": {"b": v}}``; values parsed as JSON when they are JSON."""
     prefix = "OPENLINEAGE__"
     config: dict[str, Any] = {}
-    for key, raw in sorted(os.environ.items()):
-        if not key.startswith(prefix):
-            continue
+    # as openlineage-python: deepest keys first, so that a whole section (OPENLINEAGE__TRANSPORT='{...}') replaces
+    # what its sub-keys said
+    for key, raw in sorted(((k, v) for k, v in os.environ.items() if k.startswith(prefix)), reverse=True):
         try:
             value: Any = json.loads(raw)
         except ValueError:
             value = raw
-        path = [part.lower() for part in key[len(prefix):].split("__")]
-        config = _deep_merge(config, nest({".".join(path): value}))
+        *parents, leaf = [part.lower() for part in key[len(prefix):].split("__")]
+        node = config
+        for part in parents:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[leaf] = value
     return config
 
 
@@ -253,7 +272,7 @@ def _with_simple_url(transport: dict[str, Any] | None, source: str | None) -> tu
         return _deep_merge(simple, transport or {}), "environment"  # (+ `OPENLINEAGE__TRANSPORT__COMPRESSION`...)
     assert transport is not None
     if kind == "composite":
-        members = transport.get("transports")
+        members = transport.get("transports") or {}  # (none listed yet: OPENLINEAGE_URL is its one member)
         if isinstance(members, Mapping) and not any(str(k).lower() == "default_http" for k in members):
             return {**transport, "transports": {**members, "default_http": simple}}, source
     elif kind == "async_http":

@@ -114,13 +114,14 @@ class Emitter:
         """For a composite transport that sends every event to every member: one delivery per member
         (:mod:`emitter.fan_out`), each spooling for itself. False for any other transport."""
         from emitter.fan_out import fan_out_members
-        from emitter.transport import check_types, create_transport
+        from emitter.transport import check_types, create_transport, warn_unknown_keys
 
         members = fan_out_members(config.transport)
         if members is None:
             return False
         assert config.transport is not None
         check_types(config.transport)  # (each member's error named as the composite's member)
+        warn_unknown_keys(config.transport, members=False)  # (each member's own: when it is built)
 
         def create(member: Mapping[str, Any], announce: bool) -> Any:
             return create_transport(member, announce=announce, announce_file=announce_file)

@@ -10,7 +10,8 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import attr
@@ -60,6 +61,14 @@ def unknown_transport_keys(transport: Mapping[str, Any]) -> list[str]:
     return unknown
 
 
+def warn_unknown_keys(transport: Mapping[str, Any], members: bool = True) -> None:
+    """One warning per key of ``transport`` (and of its composite members, unless ``members`` is false) that
+    openlineage-python would ignore without a word."""
+    for key in unknown_transport_keys(transport):
+        if members or not key.startswith("transports."):
+            log.warning("unknown key %r in the %s transport configuration: ignored", key, transport.get("type"))
+
+
 def _json_lines_file_transport() -> type:
     """openlineage-python's FileTransport, for the events this emitter hands it.
 
@@ -90,7 +99,7 @@ def _json_lines_file_transport() -> type:
         def emit(self, event: Any) -> None:
             if not (isinstance(event, dict) and self.config.append and not self.config._needs_fsspec()
                     and not getattr(self.config, "debug_mode", False)):  # (debug mode: a file per event, stock)
-                return super().emit(event)
+                return super().emit(cast(Any, _Named(event)) if isinstance(event, dict) else event)
             with self._lock:
                 if self._fd is None:
                     path = _local_path(self.config.log_file_path)
@@ -165,6 +174,20 @@ def _json_lines_file_transport() -> type:
             return super().close(timeout)
 
     return JsonLinesFileTransport
+
+
+class _Named(dict[str, Any]):
+    """An event dict that also answers ``.job.name`` / ``.dataset.name`` and ``.eventType`` as openlineage-python's
+    event classes do: the stock file transport names a debug-mode file after them (a plain dict gave
+    ``unknown_job_name-unknown_event_type``). Serialized as the dict it is."""
+
+    def __init__(self, event: dict[str, Any]) -> None:
+        super().__init__(event)
+        for key in ("job", "dataset"):
+            if isinstance(event.get(key), dict) and isinstance(event[key].get("name"), str):
+                setattr(self, key, SimpleNamespace(name=event[key]["name"]))
+        if isinstance(event.get("eventType"), str):
+            self.eventType = event["eventType"]
 
 
 def _local_path(location: str) -> str:
@@ -258,8 +281,7 @@ def create_transport(transport: Mapping[str, Any] | None, announce: bool = True,
     factory = _factory()
     check_types(transport, factory.transports)
     if announce:
-        for key in unknown_transport_keys(transport):
-            log.warning("unknown key %r in the %s transport configuration: ignored", key, transport.get("type"))
+        warn_unknown_keys(transport)
         _warn_two_credentials(transport)
     if str(transport.get("type")).lower() == "http":
         transport = _no_read_retries(transport)

@@ -49,6 +49,17 @@ CASES = [
     ("dotted-header-name", {"transport.type": "http", "transport.url": "http://m:5000",
                             "transport.headers.X-Team.Id": "7"}, None, {},
      {"type": "http", "custom_headers": {"X-Team.Id": "7"}}, "explicit configuration"),
+    # an auth provider's class path keeps its case (it was lower-cased: "Failed to import ...apikeytokenprovider")
+    ("auth-provider-class-path", {"transport.type": "http", "transport.url": "http://m:5000",
+                                  "transport.auth.type": "openlineage.client.transport.http.ApiKeyTokenProvider",
+                                  "transport.auth.apiKey": "k"}, None, {},
+     {"type": "http", "auth": {"type": "openlineage.client.transport.http.ApiKeyTokenProvider", "apiKey": "k"}},
+     "explicit configuration"),
+    # the JVM's composite keys, and their booleans as booleans ("false" from SparkConf was true)
+    ("java-composite-keys", {"transport.type": "composite", "transport.continueOnFailure": "false",
+                             "transport.continueOnSuccess": "true", "transport.transports.a.type": "console"},
+     None, {}, {"type": "composite", "continue_on_failure": False, "continue_on_success": True,
+                "transports": {"a": {"type": "console"}}}, "explicit configuration"),
     ("file-debug-mode-a-file-each", {"transport.type": "file", "transport.location": "/tmp/x",
                                      "transport.debug_mode": "true"}, None, {},
      {"type": "file", "log_file_path": "/tmp/x", "append": False}, "explicit configuration"),
@@ -111,8 +122,20 @@ B_AUTH = {"type": "api_key", "apiKey": "key-of-b"}
     # nothing else names a transport: the trio is it, with typeless variables added
     (None, {**TRIO, "OPENLINEAGE__TRANSPORT__COMPRESSION": "gzip"},
      {"type": "http", "url": "http://b:5000", "endpoint": "b/path", "auth": B_AUTH, "compression": "gzip"}),
+    # a composite that lists no members yet: OPENLINEAGE_URL is its one (it was "composite `transports` not passed")
+    (None, {**TRIO, "OPENLINEAGE__TRANSPORT__TYPE": "composite"},
+     {"type": "composite", "transports": {"default_http": {
+         "type": "http", "url": "http://b:5000", "endpoint": "b/path", "auth": B_AUTH}}}),
+    # an empty default_http member keeps OPENLINEAGE_URL out, openlineage-python's way (it was a typeless member)
+    (None, {**TRIO, "OPENLINEAGE__TRANSPORT__TYPE": "composite", "OPENLINEAGE__TRANSPORT__TRANSPORTS__DEFAULT_HTTP": "{}",
+            "OPENLINEAGE__TRANSPORT__TRANSPORTS__LOCAL__TYPE": "console"},
+     {"type": "composite", "transports": {"local": {"type": "console"}}}),
+    # a whole section replaces what its sub-keys say, as openlineage-python reads them (they were merged over it)
+    (None, {"OPENLINEAGE__TRANSPORT": '{"type": "console"}', "OPENLINEAGE__TRANSPORT__TYPE": "http",
+            "OPENLINEAGE__TRANSPORT__URL": "http://c:1"}, {"type": "console"}),
 ], ids=["file-names-it", "dynamic-type-names-it", "typeless-variables-join-the-file", "composite-default-http",
-        "async-http-filled", "async-http-own-url-kept", "trio-alone"])
+        "async-http-filled", "async-http-own-url-kept", "trio-alone", "composite-without-members",
+        "empty-default-http-keeps-the-url-out", "whole-section-wins"])
 def test_openlineage_url_goes_where_openlineage_python_puts_it(tmp_path, monkeypatch, yml, env, transport):
     monkeypatch.setenv("OPENLINEAGE_CONFIG", str(tmp_path / "openlineage.yml"))  # (no file: none)
     if yml is not None:

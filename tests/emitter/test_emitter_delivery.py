@@ -2,6 +2,7 @@
 retries on 5xx, spooling while the port is closed, replay in the original order, nothing lost, nothing twice."""
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -234,6 +235,19 @@ def test_file_transport_makes_its_directory(tmp_path, location, monkeypatch):
 def _empty_dir(path):
     path.mkdir()
     return path
+
+
+def test_file_transport_debug_mode_names_each_file_by_job_and_event_type(tmp_path):
+    """debug_mode: a file per event, named as openlineage-python names them (they were all
+    ``...-unknown_job_name-unknown_event_type.json``: the stock transport reads the name from an event object)."""
+    emitter = Emitter.from_config({"transport.type": "file", "transport.location": str(tmp_path / "ev"),
+                                   "transport.debug_mode": "true"})
+    records = numbered_records(1)
+    for record in records:
+        emitter.emit(record)
+    assert emitter.close().delivered == 2
+    names = sorted(re.sub(r"-\d{6}T\d{6}\.\d{6}-", "-<time>-", path.name) for path in tmp_path.iterdir())
+    assert names == ["ev-<time>-job_0-COMPLETE.json", "ev-<time>-job_0-START.json"]
 
 
 def test_file_transport_lines_reach_the_file_without_a_next_event(tmp_path):

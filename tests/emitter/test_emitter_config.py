@@ -127,7 +127,8 @@ B_AUTH = {"type": "api_key", "apiKey": "key-of-b"}
      {"type": "composite", "transports": {"default_http": {
          "type": "http", "url": "http://b:5000", "endpoint": "b/path", "auth": B_AUTH}}}),
     # an empty default_http member keeps OPENLINEAGE_URL out, openlineage-python's way (it was a typeless member)
-    (None, {**TRIO, "OPENLINEAGE__TRANSPORT__TYPE": "composite", "OPENLINEAGE__TRANSPORT__TRANSPORTS__DEFAULT_HTTP": "{}",
+    (None, {**TRIO, "OPENLINEAGE__TRANSPORT__TYPE": "composite",
+            "OPENLINEAGE__TRANSPORT__TRANSPORTS__DEFAULT_HTTP": "{}",
             "OPENLINEAGE__TRANSPORT__TRANSPORTS__LOCAL__TYPE": "console"},
      {"type": "composite", "transports": {"local": {"type": "console"}}}),
     # a whole section replaces what its sub-keys say, as openlineage-python reads them (they were merged over it)

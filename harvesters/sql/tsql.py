@@ -510,6 +510,32 @@ def _bulk_rowset(p: _Pass, i: int) -> int | None:
     return end
 
 
+def _change_table(p: _Pass, i: int) -> int | None:
+    """``CHANGETABLE(CHANGES t, @last_version)`` / ``CHANGETABLE(VERSION t, (key), (value))``: the change-tracking
+    rows of table t (the documented incremental-extract query joins them to t); sqlglot rejects it. Read as t."""
+    if p.tokens[i].text.upper() != "CHANGETABLE" or p.kind(i + 1) != TokenType.L_PAREN or i + 3 >= p.n \
+            or p.tokens[i + 2].text.upper() not in ("CHANGES", "VERSION"):
+        return None
+    name_end = skip_name(p.tokens, i + 3)
+    if name_end == i + 3 or p.kind(name_end) != TokenType.COMMA:
+        return None
+    p.out.extend(p.tokens[i + 3 : name_end])
+    return skip_group(p.tokens, i + 1)
+
+
+def _open_xml(p: _Pass, i: int) -> int | None:
+    """``OPENXML(@handle, 'xpath', flags) [WITH (columns) | WITH table]``: rows of an XML document prepared in a
+    variable, no table (as OPENJSON); sqlglot rejects it. Dropped as ``OPENXML()``, a rowset function, so the
+    statement around it keeps its lineage."""
+    if p.tokens[i].text.upper() != "OPENXML" or p.kind(i + 1) != TokenType.L_PAREN:
+        return None
+    end = skip_group(p.tokens, i + 1)
+    p.out.extend([p.tokens[i], p.tokens[i + 1], p.tokens[end - 1]])
+    if p.kind(end) == TokenType.WITH:
+        end = skip_group(p.tokens, end + 1) if p.kind(end + 1) == TokenType.L_PAREN else skip_name(p.tokens, end + 1)
+    return end
+
+
 def _skip_top(p: _Pass, i: int) -> int:
     """Index just after ``TOP (n) [PERCENT]`` starting at ``i`` (``i`` when no TOP stands there)."""
     if p.kind(i) != TokenType.TOP:
@@ -583,6 +609,8 @@ RULES: tuple[TokenRule, ...] = (
     TokenRule("implicit_exec", frozenset({TokenType.VAR, TokenType.IDENTIFIER}),
               frozenset({TokenType.VAR, TokenType.IDENTIFIER}), _implicit_exec),
     TokenRule("bulk_rowset", frozenset({TokenType.VAR}), frozenset({TokenType.VAR}), _bulk_rowset),
+    TokenRule("change_table", frozenset({TokenType.VAR}), frozenset({TokenType.VAR}), _change_table),
+    TokenRule("open_xml", frozenset({TokenType.VAR}), frozenset({TokenType.VAR}), _open_xml),
     TokenRule("query_hints", frozenset({TokenType.OPTION}), frozenset({TokenType.OPTION}), _query_hints),
     TokenRule("xml_namespaces", frozenset({TokenType.WITH}), frozenset({TokenType.WITH}), _xml_namespaces),
     TokenRule("with_options", frozenset({TokenType.WITH}), frozenset({TokenType.WITH}), _with_options),

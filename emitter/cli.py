@@ -80,13 +80,13 @@ def _check_transport(config: EmitterConfig) -> None:
     """Build the configured transport as a producer would (unknown keys warned about, a configuration it cannot be
     built from raised as ValueError), and close it. A kafka transport is not built (its producer would start
     connecting): its settings are checked when a producer starts."""
+    from emitter.config import composite_members
     from emitter.transport import create_transport
 
     if config.disabled or not config.transport:
         return
-    members = config.transport.get("transports") if config.transport.get("type") == "composite" else None
-    members = list(members.values() if isinstance(members, dict) else members or [])
-    if any(str(t.get("type")).lower() == "kafka" for t in [config.transport, *members] if isinstance(t, dict)):
+    members = [member for _name, member in composite_members(config.transport)]
+    if any(str(t.get("type")).lower() == "kafka" for t in [config.transport, *members]):
         return
     create_transport(config.transport, announce_file=False).close()
 

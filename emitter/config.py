@@ -117,20 +117,35 @@ def _key_path(key: str) -> list[str]:
     return parts
 
 
+def _put(config: dict[str, Any], path: list[str], value: Any) -> None:
+    """Set ``value`` at ``path`` in ``config``, making (or replacing with) a mapping at every step before the last."""
+    *parents, leaf = path
+    node = config
+    for part in parents:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    node[leaf] = value
+
+
 def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
     """``{"transport.auth.type": "api_key"}`` -> ``{"transport": {"auth": {"type": "api_key"}}}``; below a map-valued
     transport key (:data:`MAP_KEYS`) the rest of the key is one key."""
     nested: dict[str, Any] = {}
     for key, value in flat.items():
-        node = nested
-        *parents, leaf = _key_path(key)
-        for part in parents:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                child = node[part] = {}
-            node = child
-        node[leaf] = value
+        _put(nested, _key_path(key), value)
     return nested
+
+
+def composite_members(transport: Mapping[str, Any] | None) -> list[tuple[str, Mapping[str, Any]]]:
+    """(name, configuration) of each member of a composite transport, in their configured order (a list's members
+    named by position); [] for any other transport. Entries that are not mappings are left out."""
+    if not transport or str(transport.get("type", "")).lower() != "composite":
+        return []
+    members = transport.get("transports")
+    items = members.items() if isinstance(members, Mapping) else enumerate(
+        members if isinstance(members, list) else ())
+    return [(str(name), member) for name, member in items if isinstance(member, Mapping)]
 
 
 def pythonize_transport(transport: Mapping[str, Any]) -> dict[str, Any]:
@@ -237,13 +252,7 @@ def _env_config() -> dict[str, Any]:
             value: Any = json.loads(raw)
         except ValueError:
             value = raw
-        *parents, leaf = [part.lower() for part in key[len(prefix):].split("__")]
-        node = config
-        for part in parents:
-            if not isinstance(node.get(part), dict):
-                node[part] = {}
-            node = node[part]
-        node[leaf] = value
+        _put(config, [part.lower() for part in key[len(prefix):].split("__")], value)
     return config
 
 

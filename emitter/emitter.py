@@ -22,7 +22,7 @@ from typing import Any, cast
 from emitter.config import EmitterConfig, load_config
 from emitter.delivery import Counts, Delivery
 from emitter.delivery_process import DeliveryProcess
-from emitter.fan_out import FanOut, MemberSpools
+from emitter.fan_out import FanOut, MemberSpools, fan_out_members
 from emitter.records import START, RunRecord
 from emitter.redact import redact
 from emitter.serialize import event_dict
@@ -113,7 +113,6 @@ class Emitter:
                  announce_file: bool | Callable[[str], None]) -> bool:
         """For a composite transport that sends every event to every member: one delivery per member
         (:mod:`emitter.fan_out`), each spooling for itself. False for any other transport."""
-        from emitter.fan_out import fan_out_members
         from emitter.transport import check_types, create_transport, warn_unknown_keys
 
         members = fan_out_members(config.transport)

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import attr
 import orjson
 
+from emitter.config import composite_members
 from emitter.keepalive_http import direct_target, keepalive_http_transport
 
 log = logging.getLogger(__name__)
@@ -54,10 +55,8 @@ def unknown_transport_keys(transport: Mapping[str, Any]) -> list[str]:
     # openlineage-python accepts camelCase spellings of a few snake_case fields
     fields |= {"sslContext", "sslcontext", "apiKey"}  # (customHeaders: read as custom_headers by emitter.config)
     unknown = sorted(k for k in transport if k not in fields and k not in _FACTORY_KEYS)
-    if transport.get("type") == "composite":
-        subs = transport.get("transports") or ()
-        for sub in subs.values() if isinstance(subs, Mapping) else subs:
-            unknown += [f"transports.{key}" for key in unknown_transport_keys(sub)]
+    for _name, member in composite_members(transport):
+        unknown += [f"transports.{key}" for key in unknown_transport_keys(member)]
     return unknown
 
 
@@ -311,14 +310,11 @@ def check_types(transport: Mapping[str, Any], known: Mapping[str, Any] | None = 
     if not kind:
         raise ValueError(f"{where}.type is not set: one of {', '.join(sorted(known))}")
     if "." not in kind and kind.lower() not in known:
-        member = f" ({where}.type)" if where != "transport" else ""
-        raise ValueError(f"unknown OpenLineage transport type {kind!r}{member}: one of "
+        named = f" ({where}.type)" if where != "transport" else ""
+        raise ValueError(f"unknown OpenLineage transport type {kind!r}{named}: one of "
                          f"{', '.join(sorted(known))}, or a transport class's module.Class path")
-    members = transport.get("transports") if kind.lower() == "composite" else None
-    items = members.items() if isinstance(members, Mapping) else enumerate(members or ())
-    for name, member in items:
-        if isinstance(member, Mapping):
-            check_types(member, known, f"{where}.transports.{name}")
+    for name, member in composite_members(transport):
+        check_types(member, known, f"{where}.transports.{name}")
 
 
 def _show_console_events() -> None:

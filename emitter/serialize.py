@@ -23,6 +23,7 @@ import attrs
 from openlineage.client import event_v2
 from openlineage.client.constants import DEFAULT_PRODUCER
 
+from emitter.deferred import Deferred
 from emitter.events import PRODUCER, _core_event, _input, _job_type_facet, _namespace, _output, parent_facet
 from emitter.records import Dataset, JobRef, JobType, RunRecord, RunRef
 from emitter.redact import MASK, is_secret_key, redact
@@ -104,6 +105,10 @@ def _plain(value: Any, key: str = "") -> Any:
     recent = _RECENT.get(id(value))
     if recent is not None and recent[0] is value:
         return _memo_hit(_RECENT, id(value), recent[1], lambda: _plain(value, key), f"facet {kind.__name__}")
+    if kind is Deferred:  # a facet described by a producer in another process (emitter.deferred): made now
+        out = _plain(value.build(), key)
+        _remember(_RECENT, id(value), (value, out))
+        return out
     fields = _FIELDS.get(kind)
     if fields is None:
         if isinstance(value, Enum):

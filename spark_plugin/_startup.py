@@ -8,10 +8,11 @@ has been executed, ``SparkSession.__init__`` is wrapped so that each new session
 
 ``SparkContext.__init__`` is wrapped too: a context whose SparkConf enables the plugin starts its application's
 run (an application may never make a session). And ``SparkContext._initialize_context``: when the context's
-SparkConf enables the plugin, a daemon thread starts importing the plugin's modules and openlineage-python
-(:func:`preload`) while the JVM creates the SparkContext. That call keeps the driver's main thread waiting on
-py4j for about two seconds without the GIL, so the imports (~0.25 s of CPU) no longer compete with the main
-thread's py4j calls when the session is instrumented, nor with the application's first actions.
+SparkConf enables the plugin, a daemon thread starts importing the plugin's modules (:func:`preload`) while the
+JVM creates the SparkContext. That call keeps the driver's main thread waiting on py4j for about two seconds
+without the GIL, so the imports (~0.1 s of CPU) do not compete with the main thread's py4j calls when the
+session is instrumented, nor with the application's first actions. openlineage-python is not among them: the
+driver never imports it (the events are built by the emitter's child process, :mod:`emitter.emitter_process`).
 """
 from __future__ import annotations
 
@@ -25,10 +26,10 @@ if TYPE_CHECKING:
 SESSION_MODULE = "pyspark.sql.session"
 ENABLED_KEY = "spark.openlineage.python.enabled"
 #: The modules :func:`preload` imports, in order: first what :func:`spark_plugin.lifecycle.instrument` needs on
-#: the main thread (so the main thread never waits on a module lock behind the heavy imports), then what the
-#: worker needs: openlineage-python, the emitter and the plan reader.
-PRELOAD = ("spark_plugin.lifecycle", "openlineage.client", "emitter.emitter", "emitter.config",
-           "spark_plugin.facets", "spark_plugin.plan_lineage")
+#: the main thread (so the main thread never waits on a module lock behind the others), then what the worker
+#: needs: the plan reader and the emitter process's host side (openlineage-python is imported by that child
+#: process only: see :mod:`emitter.emitter_process`).
+PRELOAD = ("spark_plugin.lifecycle", "emitter.emitter_process", "spark_plugin.facets", "spark_plugin.plan_lineage")
 _state: dict[str, Any] = {"armed": False, "patched": False, "preloading": None}
 
 

@@ -26,11 +26,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from openlineage.client.facet_v2 import column_lineage_dataset as cl
-
+from emitter.deferred import facet_v2
 from spark_plugin import plan_tree
 from spark_plugin.plan_tree import PlanNode
+
+if TYPE_CHECKING:  # the real classes for the type checker; at run time their deferred constructors (emitter.deferred)
+    from openlineage.client.facet_v2 import column_lineage_dataset as cl
+else:
+    cl = facet_v2.column_lineage_dataset
 
 #: (type, subtype, description, masking)
 Transformation = tuple[str, str, str, bool]

@@ -39,6 +39,7 @@ KNOWN_KEYS = frozenset({
     "debug.smart", "debug.smartMode", "debug.metricsDisabled", "debug.payloadSizeLimitInKilobytes",
     "debug.logPlanAsJson",
     "python.enabled", "python.shutdownTimeoutSeconds", "python.queueSize", "python.pollIntervalSeconds",
+    "python.emitterProcess",
     # the JVM integration's keys this plugin accepts without acting on them (a configuration shared with
     # JVM jobs must not make every run warn): see the README's list of what is not captured
     # (debugFacet: an old switch the JVM no longer reads; its debug facet is facets.debug.disabled=false)
@@ -296,6 +297,9 @@ class PluginConfig:
     environment_variables: tuple[str, ...] = ()
     #: settings set but not understood (see :meth:`warn_problems`)
     problems: tuple[str, ...] = ()
+    #: ``python.emitterProcess`` (default true): events are built and delivered by a child process
+    #: (:mod:`emitter.emitter_process`); false: in the driver (which then imports openlineage-python)
+    emitter_process: bool = True
 
     @classmethod
     def from_spark_conf(cls, spark_conf: Mapping[str, str], environ: Mapping[str, str] | None = None) -> PluginConfig:
@@ -336,6 +340,7 @@ class PluginConfig:
             circuit_breaker=circuit_breaker_settings(keys, problems.append),
             environment_variables=tuple(jvm_list(keys.get("facets.custom_environment_variables"))),
             problems=tuple(problems),
+            emitter_process=_truthy(keys.get("python.emitterProcess", "true")),
         )
 
     def warn_problems(self) -> None:

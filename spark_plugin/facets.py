@@ -8,13 +8,23 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attr
-from openlineage.client.facet_v2 import RunFacet, ownership_job, processing_engine_run, tags_job, tags_run
 
+from emitter.deferred import Constructors, facet_v2
 from emitter.records import COMPLETE, Dataset, RunRecord
 from spark_plugin.config import DebugSettings, PluginConfig, jvm_list
+
+if TYPE_CHECKING:  # the real classes for the type checker; at run time their deferred constructors (emitter.deferred)
+    from openlineage.client.facet_v2 import ownership_job, processing_engine_run, tags_job, tags_run
+
+    from spark_plugin import facet_classes as own
+else:
+    ownership_job, processing_engine_run = facet_v2.ownership_job, facet_v2.processing_engine_run
+    tags_job, tags_run = facet_v2.tags_job, facet_v2.tags_run
+    #: the plugin's own facet classes (:mod:`spark_plugin.facet_classes`), deferred: the driver never imports them
+    own = Constructors("spark_plugin.facet_classes")
 
 log = logging.getLogger("spark_plugin")
 
@@ -22,15 +32,6 @@ DISTRIBUTION = "lineage-capture"
 T = TypeVar("T")
 
 
-@attr.define
-class SparkPropertiesRunFacet(RunFacet):
-    """The JVM integration's ``spark_properties`` facet: the properties named by ``capturedProperties``.
-
-    It has no schema file of its own (Java's ``SparkPropertyFacet`` extends the spec's generic RunFacet),
-    so it keeps the base ``RunFacet`` schema URL.
-    """
-
-    properties: dict[str, str] = attr.field(factory=dict)
 
 
 @functools.lru_cache(maxsize=1)
@@ -52,7 +53,7 @@ def engine_facets(spark_version: str, spark_conf: Mapping[str, str], captured: I
         "processing_engine": processing_engine_run.ProcessingEngineRunFacet(
             version=spark_version, name="spark", openlineageAdapterVersion=adapter_version()
         ),
-        "spark_properties": SparkPropertiesRunFacet(
+        "spark_properties": own.SparkPropertiesRunFacet(
             properties={key: spark_conf[key] for key in captured if key in spark_conf}
         ),
     }
@@ -76,39 +77,15 @@ JOB_DETAILS = "spark_jobDetails"
 def environment_facet(names: Iterable[str], environ: Mapping[str, str]) -> dict[str, Any]:
     """The JVM's ``environment-properties`` facet (its ``CustomEnvironmentFacetBuilder``, on every event outside
     Databricks): the driver's values of the variables named by ``facets.custom_environment_variables``, ``{}`` when
-    none is named. A plain dict with the base RunFacet's ``_producer``/``_schemaURL``: its one field's name has a
-    hyphen, which no attrs class can have."""
-    return {**attr.asdict(RunFacet()), ENVIRONMENT: {name: environ.get(name) for name in names}}
+    none is named (:func:`spark_plugin.facet_classes.environment_facet`)."""
+    return own.environment_facet({name: environ.get(name) for name in names})
 
 
-@attr.define
-class SparkApplicationDetailsRunFacet(RunFacet):
-    """The JVM integration's ``spark_applicationDetails`` facet (a DefaultRunFacet: the base RunFacet schema URL),
-    on the events its listener builds from an application, job or SQL execution start: START events."""
-
-    master: str
-    appName: str  # noqa: N815 - the JVM's field names
-    applicationId: str  # noqa: N815
-    deployMode: str  # noqa: N815
-    userName: str  # noqa: N815
-    driverHost: str | None = None  # noqa: N815
-    uiWebUrl: str | None = None  # noqa: N815
-    proxyUrl: str | None = None  # noqa: N815
-    historyUrl: str | None = None  # noqa: N815
 
 
-@attr.define
-class SparkJobDetailsRunFacet(RunFacet):
-    """The JVM integration's ``spark_jobDetails`` facet (a DefaultRunFacet: the base RunFacet schema URL), on the
-    events its listener builds from a Spark job's start: here the START of an RDD job."""
-
-    jobId: int  # noqa: N815 - the JVM's field names
-    jobDescription: str | None = None  # noqa: N815
-    jobGroup: str | None = None  # noqa: N815
-    jobCallSite: str | None = None  # noqa: N815
 
 
-def application_details(sc: Any, spark_conf: Mapping[str, str]) -> SparkApplicationDetailsRunFacet:
+def application_details(sc: Any, spark_conf: Mapping[str, str]) -> own.SparkApplicationDetailsRunFacet:
     """``spark_applicationDetails`` of the application behind ``sc`` (a PySpark SparkContext), as the JVM's
     ``SparkApplicationDetailsFacet`` reads it: the YARN proxy, else the UI's reverse proxy URL; the YARN history
     server's URL when one is configured."""
@@ -124,7 +101,7 @@ def application_details(sc: Any, spark_conf: Mapping[str, str]) -> SparkApplicat
             policy = sc._jsc.hadoopConfiguration().get("yarn.http.policy", "HTTP_ONLY")
             history = f"{policy.replace('_ONLY', '').lower()}://{history}"
         history = f"{history.rstrip('/')}/history/{encoded}"
-    return SparkApplicationDetailsRunFacet(
+    return own.SparkApplicationDetailsRunFacet(
         master=sc.master, appName=sc.appName, applicationId=app_id,
         deployMode=spark_conf.get("spark.submit.deployMode", "client"), userName=sc.sparkUser(),
         driverHost=spark_conf.get("spark.driver.host"), uiWebUrl=sc.uiWebUrl, proxyUrl=proxy, historyUrl=history)
@@ -189,18 +166,6 @@ SYSTEM_PROPERTIES = (("javaVersion", "java.version"), ("javaVendor", "java.vendo
 MAX_DEBUG_NODES = 200
 
 
-@attr.define
-class DebugRunFacet(RunFacet):
-    """The JVM integration's ``debug`` run facet, as its serializer writes it (``classpath``, ``system``,
-    ``config``, ``logicalPlan``, ``metrics``, ``logs``; its ``memory`` part is never written there either).
-    Off by default; on with ``facets.debug.disabled=false``."""
-
-    classpath: dict | None = None
-    system: dict | None = None
-    config: dict | None = None
-    logicalPlan: dict | None = None  # noqa: N815 - the JVM's field name
-    metrics: dict | None = None
-    logs: list = attr.field(factory=list)
 
 
 class DebugMetrics:
@@ -333,7 +298,7 @@ class DebugFacets:
                             "classDetails": details, "catalogClass": catalog}
         return self._static
 
-    def facet(self, nodes: list[dict[str, Any]] | None = None, logs: list[str] | None = None) -> DebugRunFacet:
+    def facet(self, nodes: list[dict[str, Any]] | None = None, logs: list[str] | None = None) -> own.DebugRunFacet:
         """The facet now: metrics as they stand, ``nodes`` (:func:`plan_nodes`) as its logical plan."""
         static = self._static_parts()
         jars = self.sc._jsc.sc().listJars().mkString("\n")
@@ -356,8 +321,8 @@ class DebugFacets:
                 self._warned_size = True
                 log.warning("lineage capture: debug facet of %d kilobytes over debug.payloadSizeLimitInKilobytes: "
                             "left out", size_kb)
-            return DebugRunFacet(logs=[f"Skipping debug facet due to payload size: {size_kb} kilobytes"])
-        return DebugRunFacet(**content)
+            return own.DebugRunFacet(logs=[f"Skipping debug facet due to payload size: {size_kb} kilobytes"])
+        return own.DebugRunFacet(**content)
 
     def _smart_logs(self, record: RunRecord) -> list[str] | None:
         """Smart debug's reasons for an action's COMPLETE event (``debug.smart``), None when it stays quiet."""

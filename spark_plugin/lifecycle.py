@@ -7,18 +7,19 @@ threads only ever queue work. Every entry point from Spark or the app goes throu
 :class:`~spark_plugin.guard.Guard`, so the application behaves exactly as without the plugin.
 
 Start-up cost: :func:`instrument` runs on the driver's main thread before the application's first line
-after ``getOrCreate()``, so it imports and builds only what registering the listener needs. Everything from
-openlineage-python (~0.25 s of CPU under spark-submit, where ``importlib.metadata`` walks PySpark's zips) is
-imported earlier still under spark-submit, by the start-up hook's preload thread while the JVM creates the
-SparkContext (:func:`spark_plugin._startup.preload`); the facets are made on the worker, and the emitter is
-started on a thread of its own (:meth:`Application.warm_up`, which imports whatever the preload has not; building
-the emitter replays an earlier run's spool, seconds against a backend that is down, while the worker goes on
-making records into a backlog), queued before the listener is
-registered: registering makes the JVM build the session's state (one py4j call of ~0.2 s that the application's
-first DataFrame would otherwise pay), and the warm-up runs during that wait, when the main thread needs no GIL.
-Later, the same work would hold the GIL while the application's thread makes py4j calls (each reply waits for
-it) or, in local mode, take a core from its tasks. The streaming listener is attached only when a session first
-reads a stream (:func:`spark_plugin.streaming.install`).
+after ``getOrCreate()``, so it imports and builds only what registering the listener needs. The driver never
+imports openlineage-python (~0.25 s of CPU under spark-submit, with the GIL the application's py4j calls wait
+for): the facets are :class:`emitter.deferred.Deferred` calls, and the events are built, redacted and delivered
+by the emitter's child process (:mod:`emitter.emitter_process`; ``spark.openlineage.python.emitterProcess=false``
+keeps them in the driver). The plugin's own modules are imported by the start-up hook's preload thread while the
+JVM creates the SparkContext (:func:`spark_plugin._startup.preload`); the facets are made on the worker, and the
+emitter is started on a thread of its own (:meth:`Application.warm_up`; building an emitter in the driver
+replays an earlier run's spool, seconds against a backend that is down, while the worker goes on making records
+into a backlog), queued before the listener is registered: registering makes the JVM build the session's state
+(one py4j call of ~0.2 s that the application's first DataFrame would otherwise pay), and the warm-up runs during
+that wait, when the main thread needs no GIL. Later, the same work would hold the GIL while the application's
+thread makes py4j calls (each reply waits for it) or, in local mode, take a core from its tasks. The streaming
+listener is attached only when a session first reads a stream (:func:`spark_plugin.streaming.install`).
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from emitter.emitter_process import EmitterProcess
 from emitter.records import COMPLETE, FAIL, RUNNING, START, Dataset, JobRef, JobType, RunRecord, RunRef
 from emitter.run_ids import new_run_id
 from spark_plugin import exit_status, host_log, rdd_jobs, streaming
@@ -44,10 +46,19 @@ from spark_plugin.guard import Guard, short_error
 from spark_plugin.listener import Captured, JvmProxy, QueryListener
 from spark_plugin.worker import Worker
 
-if TYPE_CHECKING:
-    from openlineage.client.facet_v2 import error_message_run
+if TYPE_CHECKING:  # the real classes for the type checker; at run time their deferred constructors (emitter.deferred)
+    from openlineage.client.facet_v2 import error_message_run, sql_job
+    from openlineage.client.facet_v2 import input_statistics_input_dataset as input_stats
+    from openlineage.client.facet_v2 import output_statistics_output_dataset as output_stats
 
+    from spark_plugin import facet_classes as own
     from spark_plugin import facets as debug_facets
+else:
+    from emitter.deferred import Constructors, facet_v2
+
+    error_message_run, sql_job = facet_v2.error_message_run, facet_v2.sql_job
+    input_stats, output_stats = facet_v2.input_statistics_input_dataset, facet_v2.output_statistics_output_dataset
+    own = Constructors("spark_plugin.facet_classes")
 
 log = logging.getLogger("spark_plugin")
 
@@ -85,10 +96,14 @@ class AppEvent:
     outcome: exit_status.Outcome | None = None
 
 
+def _raise(error: Exception) -> None:
+    raise error
+
+
 def _without_disabled(record: RunRecord, disabled: frozenset[str]) -> RunRecord:
     if not disabled:
         return record
-    from spark_plugin.facets import without_disabled  # imports openlineage-python: never on instrument's path
+    from spark_plugin.facets import without_disabled  # (not on instrument's path: see the start-up cost note)
 
     return without_disabled(record, disabled)
 
@@ -226,8 +241,8 @@ class Application:
         return records if self.debug is None else self.debug.apply(records, qe)
 
     def warm_up(self) -> None:
-        """On the worker, first: import openlineage-python and the plan reader, make the facets and the emitter
-        (see the module's start-up cost note)."""
+        """On the worker, first: import the plan reader, make the facets and the emitter (see the module's start-up
+        cost note)."""
         from spark_plugin import plan_lineage  # noqa: F401 - imported now for the first action
 
         _ = self.facets, self.job_facets, self.application_details
@@ -247,8 +262,6 @@ class Application:
     def _app_event_record(self, event: AppEvent) -> RunRecord:
         extra: dict[str, Any] = {}
         if event.outcome is not None and event.outcome.failed:
-            from openlineage.client.facet_v2 import error_message_run
-
             extra["errorMessage"] = error_message_run.ErrorMessageRunFacet(
                 message=event.outcome.message, programmingLanguage="PYTHON", stackTrace=event.outcome.stack_trace)
         return self._app_record(event.event_type, event.when, extra)
@@ -257,8 +270,6 @@ class Application:
         job = JobRef(self.config.namespace, f"{self.config.app_name}.{job_suffix or lineage.job_suffix}")
         job_facets = dict(self.job_facets)
         if lineage.sql:  # dialect "spark" as the JVM integration
-            from openlineage.client.facet_v2 import sql_job
-
             job_facets["sql"] = sql_job.SQLJobFacet(query=lineage.sql, dialect="spark")
         return job, job_facets, JobType("SQL_JOB", "SPARK", lineage.processing_type)
 
@@ -271,13 +282,9 @@ class Application:
             outputs = _without_io_facets(outputs)
         run_facets = self.facets if run_facets is None else run_facets
         if lineage.logical_plan is not None:
-            from spark_plugin.plan_lineage import LogicalPlanRunFacet
-
-            run_facets = {**run_facets, "spark.logicalPlan": LogicalPlanRunFacet(plan=lineage.logical_plan)}
+            run_facets = {**run_facets, "spark.logicalPlan": own.LogicalPlanRunFacet(plan=lineage.logical_plan)}
         if lineage.unknown is not None:
-            from spark_plugin.plan_lineage import UnknownEntryRunFacet
-
-            run_facets = {**run_facets, "spark_unknown": UnknownEntryRunFacet(**lineage.unknown)}
+            run_facets = {**run_facets, "spark_unknown": own.UnknownEntryRunFacet(**lineage.unknown)}
         # io_containers: the JVM writes inputFacets/outputFacets ({} when empty) on a SQL event's datasets
         return RunRecord(event_type, when, job=job, run_id=run_id, parent=self.run, root=self.action_root,
                          job_type=job_type, job_facets=job_facets, inputs=inputs, outputs=outputs,
@@ -341,10 +348,6 @@ class Application:
     def rdd_records(self, action: rdd_jobs.RddAction) -> list[RunRecord]:
         """START, then COMPLETE/FAIL when it wrote (or failed), of an RDD-only job; nothing when it read and
         wrote nothing (the JVM's RddExecutionContext)."""
-        from openlineage.client.facet_v2 import error_message_run
-        from openlineage.client.facet_v2 import input_statistics_input_dataset as input_stats
-        from openlineage.client.facet_v2 import output_statistics_output_dataset as output_stats
-
         from emitter import naming
         from spark_plugin.plan_context import RawDataset, path_raw
         from spark_plugin.plan_inputs import _rdd_input_dirs
@@ -423,10 +426,10 @@ class Application:
 
     def _with_job_details(self, job_id: int, python_call_site: bool) -> Mapping[str, Any]:
         """The run facets of an event the JVM builds from Spark job ``job_id``'s start: ``spark_jobDetails`` too."""
-        from spark_plugin.facets import JOB_DETAILS, SparkJobDetailsRunFacet
+        from spark_plugin.facets import JOB_DETAILS
 
         details = rdd_jobs.job_details(self.sc, job_id, python_call_site)
-        return self.facets if details is None else {**self.facets, JOB_DETAILS: SparkJobDetailsRunFacet(**details)}
+        return self.facets if details is None else {**self.facets, JOB_DETAILS: own.SparkJobDetailsRunFacet(**details)}
 
     # ---- the execution poll (worker thread): START and RUNNING while an action runs ------------------------
 
@@ -479,8 +482,6 @@ class Application:
             self._deliver(self._finished(records), self._tick_fn)
 
     def _jvm_error(self, exception: Any) -> error_message_run.ErrorMessageRunFacet:
-        from openlineage.client.facet_v2 import error_message_run
-
         utils = self.sc._jvm.org.apache.spark.util.Utils
         return error_message_run.ErrorMessageRunFacet(
             message=exception.toString(), programmingLanguage="JAVA", stackTrace=utils.exceptionString(exception))
@@ -618,26 +619,43 @@ class Application:
             self._deliver([], self._flush_backlog)
 
     def _new_emitter(self) -> Any:
-        from emitter import Emitter
+        """The emitter: in a child process (:mod:`emitter.emitter_process`: the driver never imports
+        openlineage-python), else, when no child can be started, in this process."""
         from emitter.config import load_config
+        from emitter.emitter_process import EmitterProcess
 
         config = load_config(self.config.emitter_overrides)
-        self._building_since = time.monotonic()
-        try:
-            # a configured file transport is not announced: the user named it, and the host prints nothing; the
-            # default file is, as a warning through log4j: the driver's stderr would land in spark-submit's stdout,
-            # which an application may use for its data
-            configured = host_log.configured_file(config.transport, config.source)
-            return Emitter(config, announce_file=False if configured else log.warning)
-        finally:
-            self._building_since = None
+        # a configured file transport is not announced: the user named it, and the host prints nothing; the
+        # default file is, as a warning through log4j: the driver's stderr would land in spark-submit's stdout,
+        # which an application may use for its data
+        announce = not host_log.configured_file(config.transport, config.source)
+
+        def in_this_process() -> Any:
+            from emitter import Emitter
+
+            self._building_since = time.monotonic()
+            try:
+                return Emitter(config, announce_file=log.warning if announce else False)
+            finally:
+                self._building_since = None
+
+        def setup_failed(kind: str, message: str) -> None:  # reported as for an emitter built here
+            self.guard.call("emitter setup", _raise, type(kind, (Exception,), {})(message))
+
+        if self.config.emitter_process:
+            process = EmitterProcess.start(config, end_timeout=self.config.shutdown_timeout_s, stall_s=STALL_S,
+                                           announce_logger=log.name if announce else None,
+                                           fallback=in_this_process, on_setup_error=setup_failed)
+            if process is not None:
+                return process
+        return in_this_process()
 
     def _spool(self) -> Any:
         """The emitter's spool (or, when the emitter was never built, the configured one)."""
         if self._emitter is not None:
             return self._emitter.spool
         from emitter.config import load_config
-        from spark_plugin.exit_spool import make_spool
+        from emitter.exit_spool import make_spool
 
         return make_spool(load_config(self.config.emitter_overrides))
 
@@ -685,19 +703,31 @@ class Application:
                 records += self.guard.call("lineage", self._records_of, item) or []
         for event in extra:
             records += self.guard.call("lineage", self._records_of, event) or []
-        from spark_plugin.exit_spool import spool_records
+        if self.config_disabled():
+            return
+        problem: list[str]
+        if isinstance(self._emitter, EmitterProcess):  # the child spools what it holds, then these, in order
+            spooled, dropped, problem, events_path = self._emitter.spool_now(records)
+        else:
+            from emitter.exit_spool import spool_records
 
-        # what the emitter itself holds (its delivery may work on other threads): before ours, in order
-        held, pending = self._emitter.undelivered() if self._emitter is not None else ([], [])
-        if not (records or held or pending) or self.config_disabled():
-            return
-        spool = self._spool()
-        problem: list[str] = []
-        spooled, dropped = spool_records(spool, [*held, *records], pending, problem)
+            # what the emitter itself holds (its delivery may work on other threads): before ours, in order
+            held, pending = self._emitter.undelivered() if self._emitter is not None else ([], [])
+            if not (records or held or pending):
+                return
+            spool = self._spool()
+            problem = []
+            spooled, dropped = spool_records(spool, [*held, *records], pending, problem)
+            events_path = str(spool.events_path)
+        self._report_spooled(first_time, spooled, dropped, problem, events_path)
+
+    def _report_spooled(self, first_time: bool, spooled: int, dropped: int, problem: list[str],
+                        events_path: str) -> None:
+        """Count what the end spooled, and say so once (dropped: an error)."""
         self.spooled_at_exit += spooled
-        if not first_time:
+        if not first_time or not (spooled or dropped):
             return
-        kept = (f"{spooled} went to the spool {spool.events_path} (delivered by `lineage-capture replay` or the next "
+        kept = (f"{spooled} went to the spool {events_path} (delivered by `lineage-capture replay` or the next "
                 f"run)") if spooled else ""
         if dropped:  # an error: it passes an application's setLogLevel("ERROR"), as the emitter's own spool errors
             why = f" ({'; '.join(problem)})" if problem else ""
@@ -709,13 +739,20 @@ class Application:
     def config_disabled(self) -> bool:
         """No usable transport: nothing would be delivered. Not while the emitter is still being built (stuck
         replaying an earlier run's spool to a backend that is down): this run's events then go to the spool."""
-        return self._emitter_built.is_set() and self._emitter is None
+        return self._emitter_built.is_set() and (self._emitter is None or getattr(self._emitter, "disabled", False))
 
     def _close_emitter(self) -> None:
         self._build_emitter()  # (started by the warm-up, unless that failed)
         self._emitter_built.wait()  # a stalled build is seen by the end (_stalled_for), which spools meanwhile
         self._deliver([], self._close_emitter)  # the backlog, unless the end took it
-        if self._emitter is not None:
+        if isinstance(self._emitter, EmitterProcess):  # (it times its own deliveries, and spools when one stalls)
+            self.delivery_counts = self._emitter.close()
+            if self._emitter.spooled_at_end is not None:
+                with self._handoff:
+                    first_time = not self._spooling
+                    self._spooling = True
+                self._report_spooled(first_time, *self._emitter.spooled_at_end)
+        elif self._emitter is not None:
             self._delivering_since = time.monotonic()
             try:
                 self.delivery_counts = self._emitter.close()
@@ -854,8 +891,6 @@ class Application:
             if self.rdd_actions_running and self.config.rdd_events else []
         if not unfinished and not rdd_actions:
             return
-        from openlineage.client.facet_v2 import error_message_run
-
         now = datetime.now(timezone.utc)
         facets = dict(self.facets)
         facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(message=message, programmingLanguage="PYTHON")

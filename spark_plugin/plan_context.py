@@ -15,14 +15,19 @@ import os
 import re
 from collections.abc import Mapping
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-from openlineage.client.facet_v2 import catalog_dataset, schema_dataset
 
 from emitter import naming
+from emitter.deferred import facet_v2
 from spark_plugin import plan_tree
 from spark_plugin.plan_tree import PlanNode
+
+if TYPE_CHECKING:  # the real classes for the type checker; at run time their deferred constructors (emitter.deferred)
+    from openlineage.client.facet_v2 import catalog_dataset, schema_dataset
+else:
+    catalog_dataset, schema_dataset = facet_v2.catalog_dataset, facet_v2.schema_dataset
 
 log = logging.getLogger(__name__)
 

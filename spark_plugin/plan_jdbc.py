@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
-
-from openlineage.client.facet_v2 import schema_dataset
+from typing import TYPE_CHECKING, Any
 
 from emitter import naming
+from emitter.deferred import facet_v2
 from spark_plugin.plan_context import PlanContext, RawDataset, Schema
+
+if TYPE_CHECKING:  # the real classes for the type checker; at run time their deferred constructors (emitter.deferred)
+    from openlineage.client.facet_v2 import schema_dataset
+else:
+    schema_dataset = facet_v2.schema_dataset
 
 log = logging.getLogger(__name__)
 

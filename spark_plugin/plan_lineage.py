@@ -12,21 +12,13 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import attr
 import attrs
-from openlineage.client.facet_v2 import (
-    RunFacet,
-    datasource_dataset,
-    input_statistics_input_dataset,
-    lifecycle_state_change_dataset,
-    output_statistics_output_dataset,
-    symlinks_dataset,
-)
 from py4j.protocol import Py4JNetworkError
 
 from emitter import naming
+from emitter.deferred import facet_v2
 from emitter.naming.resolvers import NamespaceResolver, java_regex, namespace_resolvers, resolve_namespace
 from emitter.records import Dataset
 from spark_plugin import plan_tree
@@ -37,6 +29,20 @@ from spark_plugin.plan_context import PlanContext, RawDataset
 from spark_plugin.plan_inputs import INPUT_HANDLERS, TARGET_FIELDS
 from spark_plugin.plan_outputs import OUTPUT_HANDLERS
 from spark_plugin.plan_tree import PlanNode
+
+if TYPE_CHECKING:  # the real classes for the type checker; at run time their deferred constructors (emitter.deferred)
+    from openlineage.client.facet_v2 import (
+        datasource_dataset,
+        input_statistics_input_dataset,
+        lifecycle_state_change_dataset,
+        output_statistics_output_dataset,
+        symlinks_dataset,
+    )
+else:
+    datasource_dataset, symlinks_dataset = facet_v2.datasource_dataset, facet_v2.symlinks_dataset
+    lifecycle_state_change_dataset = facet_v2.lifecycle_state_change_dataset
+    input_statistics_input_dataset = facet_v2.input_statistics_input_dataset
+    output_statistics_output_dataset = facet_v2.output_statistics_output_dataset
 
 log = logging.getLogger(__name__)
 
@@ -263,12 +269,6 @@ def _unknown_entries(root: PlanNode, read_by: list[tuple[PlanNode, list[RawDatas
     return {"output": output, "inputs": inputs}
 
 
-@attr.define
-class UnknownEntryRunFacet(RunFacet):
-    """The JVM integration's ``spark_unknown`` run facet (off by default, as there)."""
-
-    output: Any = None
-    inputs: list = attr.field(factory=list)
 
 
 #: Run facets the JVM integration disables unless configured (its ``facets.disabled`` default).
@@ -306,12 +306,6 @@ def jvm_facet_enabled(conf: Mapping[str, str], name: str) -> bool:
 SCHEMA_SIZE_LIMIT = 1000
 
 
-@attr.define
-class LogicalPlanRunFacet(RunFacet):
-    """The JVM integration's ``spark.logicalPlan`` run facet: the optimized plan as Spark's ``toJSON``
-    (a list of nodes in pre-order). Off by default, as there."""
-
-    plan: list = attr.field(factory=list)
 
 
 def _with_column_lineage(output: Dataset, nodes: plan_tree.JvmNodes, root: PlanNode,

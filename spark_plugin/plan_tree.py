@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-from openlineage.client.facet_v2 import schema_dataset
+
+from emitter.deferred import facet_v2
+
+if TYPE_CHECKING:  # the real classes for the type checker; at run time their deferred constructors (emitter.deferred)
+    from openlineage.client.facet_v2 import schema_dataset
+else:
+    schema_dataset = facet_v2.schema_dataset
 
 #: One navigation step from a JVM node: ("c", i) = children().apply(i); ("f", name) = name()
 #: (a Scala ``Some`` is unwrapped); ("i", i) = apply(i) on a Seq.

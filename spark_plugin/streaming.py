@@ -53,11 +53,16 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from emitter.deferred import facet_v2
 from emitter.records import COMPLETE, FAIL, START, Dataset, RunRecord
 from emitter.run_ids import new_run_id
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the real classes for the type checker; at run time their deferred constructors (emitter.deferred)
+    from openlineage.client.facet_v2 import error_message_run
+
     from spark_plugin.lifecycle import Application
+else:
+    error_message_run = facet_v2.error_message_run
 
 log = logging.getLogger("spark_plugin")
 
@@ -254,8 +259,6 @@ def batch_records(app: Application, batch: StreamBatch) -> list[RunRecord]:
         lineage = attrs.evolve(lineage, outputs=(*lineage.outputs, *sinks))
     end_facets = dict(app.facets)
     if batch.error is not None:
-        from openlineage.client.facet_v2 import error_message_run
-
         end_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
             message=batch.error.strip().splitlines()[0] if batch.error.strip() else batch.error,
             programmingLanguage="JAVA", stackTrace=batch.error)

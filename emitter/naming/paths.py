@@ -4,10 +4,12 @@ Partition trimming reuses openlineage-python's own trimmers.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import posixpath
 import re
+import sys
 from typing import Any
 from urllib.parse import unquote
 
@@ -116,13 +118,41 @@ def _file_uri(rest: str) -> tuple[str, str]:
     return namespace, _strip_trailing_slash(posixpath.normpath(path) if path != "/" else path)
 
 
+#: openlineage-python's ``BUILTIN_TRIMMERS`` (``openlineage.client.dataset.dataset``), by name, in its order (a
+#: test compares them).
+BUILTIN_TRIMMER_NAMES = ("KeyValueTrimmer", "DateTrimmer", "MultiDirDateTrimmer", "YearMonthTrimmer")
+
+
 @functools.lru_cache(maxsize=1)
 def _trimmers() -> tuple[Any, ...]:
-    # imported on first use: importing openlineage.client costs a Spark driver ~0.25 s, and the plugin's start-up
-    # (which names the application through emitter.naming) must not pay it on the driver's main thread
+    # Why not `from openlineage.client.dataset.dataset import BUILTIN_TRIMMERS`: that runs openlineage.client's
+    # package __init__ (every transport and facet class: ~0.25 s of CPU), which a Spark driver never pays (its
+    # events are built by the emitter's child process, see emitter.emitter_process). The trimmers module itself
+    # imports only the standard library: it is loaded from its file, on its own, unless the package is imported
+    # already; anything unexpected falls back to the import.
+    if "openlineage.client" not in sys.modules:
+        with contextlib.suppress(Exception):
+            module = _trimmers_module()
+            return tuple(getattr(module, name)() for name in BUILTIN_TRIMMER_NAMES)
     from openlineage.client.dataset.dataset import BUILTIN_TRIMMERS
 
     return tuple(cls() for cls in BUILTIN_TRIMMERS)
+
+
+def _trimmers_module() -> Any:
+    """``openlineage/client/dataset/trimmers.py`` executed as a module of its own (``openlineage`` is a namespace
+    package: finding it runs no code)."""
+    import importlib.util
+
+    package = importlib.util.find_spec("openlineage")
+    for location in (package.submodule_search_locations or []) if package is not None else []:
+        path = os.path.join(location, "client", "dataset", "trimmers.py")
+        spec = importlib.util.spec_from_file_location("emitter.naming._openlineage_trimmers", path)
+        if spec is not None and spec.loader is not None and os.path.isfile(path):
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    raise ImportError("openlineage/client/dataset/trimmers.py not found")
 
 
 def trim_partitions(path: str) -> str:

@@ -116,7 +116,7 @@ def test_at_a_hosts_end_a_hanging_members_events_go_to_its_spool_only(tmp_path):
     """A process that is ending spools what is undelivered at once (the Spark plugin's end): the events a hanging
     member has not taken go to that member's spool, not to the composite's (the file member, which has them, got
     them a second time from there)."""
-    from spark_plugin.exit_spool import spool_records
+    from emitter.exit_spool import spool_records
 
     events_file, port = tmp_path / "events.jsonl", free_port()
     records = numbered_records(3)

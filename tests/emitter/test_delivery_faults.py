@@ -581,7 +581,7 @@ def test_the_end_does_not_wait_for_a_lock_held_mid_write(tmp_path):
 
     import filelock
 
-    from spark_plugin.exit_spool import LOCK_WAIT_S, spool_records
+    from emitter.exit_spool import LOCK_WAIT_S, spool_records
 
     spool = Spool(tmp_path / "spool", 1 << 20, {"type": "http", "url": "http://x"})
     spool.append({**EVENT, "n": 1})
@@ -1127,7 +1127,7 @@ def test_replay_asks_for_a_look_when_it_skipped_a_damaged_record(tmp_path, capsy
     (lambda tmp: Spool(tmp / "spool", 150, {"type": "http", "url": "http://x"}), "the spool is full"),
 ], ids=["under-a-regular-file", "full"])
 def test_what_cannot_be_spooled_at_exit_is_counted_with_its_reason(tmp_path, make_spool, reason):
-    from spark_plugin.exit_spool import spool_records
+    from emitter.exit_spool import spool_records
 
     (tmp_path / "afile").write_text("")
     problem: list[str] = []

@@ -1,4 +1,4 @@
-"""``import_spy_app.py <workdir>``: notes which thread first imports openlineage-python, and when (while
+"""``import_spy_app.py <workdir>``: notes which thread first imports openlineage-python's client, and when (while
 ``getOrCreate()`` creates the context and session, or after), then runs one write.
 
 Knows nothing about lineage; the start-up hook instruments it. Writes ``[thread, phase]`` pairs to
@@ -13,10 +13,11 @@ phase = ["before"]
 
 
 class ImportSpy:
-    """A meta path finder that finds nothing: it only notes the thread of each first ``openlineage`` import."""
+    """A meta path finder that finds nothing: it only notes the thread of each first ``openlineage.client`` import
+    (``openlineage`` itself is a namespace package: finding it runs no code)."""
 
     def find_spec(self, name, path=None, target=None):
-        if name == "openlineage":
+        if name == "openlineage.client":
             importers.append([threading.current_thread().name, phase[0]])
         return None
 

@@ -1,10 +1,11 @@
-"""At the application's end, what the backend has not taken yet goes to the emitter's spool at once.
+"""At a host process's end (a Spark application's), what the backend has not taken yet goes to the emitter's spool
+at once.
 
-The worker may be stuck inside a delivery (a backend that hangs, or openlineage-python retrying a refused
-connection for seconds) while holding the emitter's lock, so the main thread cannot hand these events to the
-emitter. It appends them to the emitter's own spool (``Spool.append``: same format, same destination), built
-the way every delivered event is built (the emitter's ``event_dict``: redacted), so ``lineage-capture replay`` or the
-next run delivers them.
+The host's worker, or the emitter's own thread in :mod:`emitter.emitter_process`, may be stuck inside a delivery (a
+backend that hangs, or openlineage-python retrying a refused connection for seconds) while holding the emitter's
+lock, so the end cannot hand these events to the emitter. It appends them to the emitter's own spool
+(``Spool.append``: same format, same destination), built the way every delivered event is built (the emitter's
+``event_dict``: redacted), so ``lineage-capture replay`` or the next run delivers them.
 
 A worker stuck in a spool *replay* (the emitter replays an earlier run's spool when it is built) does not hold
 the spool's lock while the backend keeps it waiting: the append takes it at once. Only when another process keeps

@@ -7,7 +7,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from contextlib import suppress
 from pathlib import Path
 from types import SimpleNamespace
@@ -293,15 +293,22 @@ def create_transport(transport: Mapping[str, Any] | None, announce: bool = True,
 
         raise ValueError(f"cannot build the {transport.get('type')!r} OpenLineage transport: "
                          f"{redact(str(error))}") from None
-    if transport.get("type") == "file" and announce and announce_file:
-        _announce_file(str(transport.get("log_file_path")), announce_file if callable(announce_file) else _stderr,
-                       appended=bool(transport.get("append")) and not transport.get("debug_mode"))
+    if announce and announce_file:
+        announce_file_transport(transport, announce_file if callable(announce_file) else _stderr)
     if str(transport.get("type")).lower() == "console":
         _show_console_events()
     return built
 
 
-def check_types(transport: Mapping[str, Any], known: Mapping[str, Any] | None = None, where: str = "transport") -> None:
+#: The transport types :func:`create_transport` knows (openlineage-python's default factory's, and ours), for a
+#: process that checks a configuration without importing openlineage-python (a Spark driver, whose emitter runs in
+#: a child process: its error would come too late, after an application's ``setLogLevel("ERROR")``). A test keeps
+#: it equal to the factory's.
+KNOWN_TYPES = frozenset({"amazon_datazone_api", "async_http", "composite", "console", "datadog", "file", "gcplineage",
+                         "http", "kafka", "msk-iam", "noop", "transform"})
+
+
+def check_types(transport: Mapping[str, Any], known: Collection[str] | None = None, where: str = "transport") -> None:
     """Raise ValueError naming a transport (or a composite's member) whose type is missing or unknown.
     (A dotted type is a class path openlineage-python imports; for a bare unknown word it said "not enough values
     to unpack (expected 2, got 1)", for a member without one "Failed to import".)"""
@@ -343,6 +350,13 @@ def _warn_two_credentials(transport: Mapping[str, Any]) -> None:
         log.warning("the http transport's url holds credentials and transport.auth (%s) is set too: the url's "
                     "user and password are sent (HTTP Basic) and the %s is not; remove one of them",
                     auth_type, "api key" if auth_type == "api_key" else "token")
+
+
+def announce_file_transport(transport: Mapping[str, Any], say: Callable[[str], None]) -> None:
+    """A file transport's path, said once per process (see :func:`create_transport`); nothing for another type."""
+    if transport.get("type") == "file":
+        _announce_file(str(transport.get("log_file_path")), say,
+                       appended=bool(transport.get("append")) and not transport.get("debug_mode"))
 
 
 def _announce_file(path: str, say: Callable[[str], None], appended: bool = True) -> None:

@@ -29,7 +29,8 @@ ENABLED_KEY = "spark.openlineage.python.enabled"
 #: the main thread (so the main thread never waits on a module lock behind the others), then what the worker
 #: needs: the plan reader and the emitter process's host side (openlineage-python is imported by that child
 #: process only: see :mod:`emitter.emitter_process`).
-PRELOAD = ("spark_plugin.lifecycle", "emitter.emitter_process", "spark_plugin.facets", "spark_plugin.plan_lineage")
+PRELOAD = ("spark_plugin.lifecycle", "emitter.emitter_process", "emitter.transport", "spark_plugin.facets",
+           "spark_plugin.plan_lineage")
 _state: dict[str, Any] = {"armed": False, "patched": False, "preloading": None}
 
 

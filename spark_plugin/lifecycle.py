@@ -642,10 +642,16 @@ class Application:
         def setup_failed(kind: str, message: str) -> None:  # reported as for an emitter built here
             self.guard.call("emitter setup", _raise, type(kind, (Exception,), {})(message))
 
-        if self.config.emitter_process:
+        if self.config.emitter_process and not config.disabled and config.transport:
+            from emitter.transport import KNOWN_TYPES, announce_file_transport, check_types
+
+            # here, not in the child: said at once, before the application's next lines (its setLogLevel("ERROR"))
+            check_types(config.transport, KNOWN_TYPES)
+            if announce:
+                announce_file_transport(config.transport, log.warning)
             process = EmitterProcess.start(config, end_timeout=self.config.shutdown_timeout_s, stall_s=STALL_S,
-                                           announce_logger=log.name if announce else None,
-                                           fallback=in_this_process, on_setup_error=setup_failed)
+                                           announce_logger=None, fallback=in_this_process,
+                                           on_setup_error=setup_failed)
             if process is not None:
                 return process
         return in_this_process()

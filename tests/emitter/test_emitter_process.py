@@ -215,3 +215,11 @@ def _alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat")
     return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
+
+
+def test_the_transport_types_a_host_checks_are_the_factorys():
+    """A Spark driver checks the transport type itself (its emitter's child would say it too late): with the same
+    names as the factory that builds the transports."""
+    from emitter.transport import KNOWN_TYPES, _factory
+
+    assert set(_factory().transports) == KNOWN_TYPES

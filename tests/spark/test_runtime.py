@@ -164,6 +164,9 @@ SCENARIOS = [
     # RUNNING: the JVM's event at the end of the write's Spark job, with its output statistics
     ("write", {}, write_orders,
      [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("COMPLETE", WRITE_JOB), ("COMPLETE", APP)]),
+    # the same events from an emitter in the driver (no child process)
+    ("write_emitter_in_the_driver", {"spark.openlineage.python.emitterProcess": "false"}, write_orders,
+     [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("COMPLETE", WRITE_JOB), ("COMPLETE", APP)]),
     ("pure_read_not_emitted", {}, count_only, [("START", APP), ("COMPLETE", APP)]),
     ("action_fails", {}, failing_write,
      [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("FAIL", WRITE_JOB), ("COMPLETE", APP)]),
@@ -185,6 +188,8 @@ SCENARIOS = [
 def test_event_sequence(spark, workdir, name, conf, action, expected):
     events, app = run_captured(spark, workdir, action, conf)
     assert kinds(events) == expected
+    in_child = conf.get("spark.openlineage.python.emitterProcess") != "false"
+    assert type(app._emitter).__name__ == ("EmitterProcess" if in_child else "Emitter")
     namespace = conf.get("spark.openlineage.namespace", "default")
     assert {e["job"]["namespace"] for e in events} == {namespace}
     app_run = events[0]["run"]["runId"]

@@ -325,8 +325,10 @@ class _Child:
                     self.emitter.emit(taken)
                     self.busy_since = None
                 with self.wake:
+                    taken_here = self.current is taken  # (else the end spooled it meanwhile, and said so)
                     self.current = None
-                self.answer(b"A", b"1")
+                if taken_here:
+                    self.answer(b"A", b"1")
             if not self.spooling and self.emitter is not None:
                 self.busy_since = time.monotonic()
                 self.counts = self.emitter.close()

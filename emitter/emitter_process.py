@@ -146,11 +146,27 @@ class EmitterProcess:
                 if end is not None:
                     self.spooled_at_end = (end["spooled"], end["dropped"], end["problem"], end["events_path"])
                 self.counts = Counts(**answer)
-            elif self._fallback is None:
-                self._abandon("did not answer at the end")
+                return self.counts
+            if self._fallback is None:  # the end's budget is spent: spool what it had not taken, deliver nothing
+                self.spooled_at_end = self._spool_untaken("did not answer at the end")
+                self.counts.spooled += self.spooled_at_end[0]
+                self.counts.dropped += self.spooled_at_end[1]
+                return self.counts
         if self._fallback is not None:
             self.counts = self._fallback.close()
         return self.counts
+
+    def _spool_untaken(self, why: str) -> tuple[int, int, list[str], str]:
+        """The records the child had not taken, to the spool at once (the child, if alive, keeps what it took)."""
+        with self._lock:
+            untaken = list(self._unacked)
+            self._unacked.clear()
+            self._outbox.clear()
+        log.warning("the lineage delivery process %s (exit code %s): the %d lineage events it had not taken go to "
+                    "the spool", why, self._child.poll(), len(untaken))
+        problem: list[str] = []
+        spooled, dropped = spool_records(self.spool, untaken, (), problem) if untaken else (0, 0)
+        return spooled, dropped, problem, str(self.spool.events_path)
 
     def spool_now(self, records: list[RunRecord]) -> tuple[int, int, list[str], str]:
         """Spool at once what the child holds, then ``records``: (spooled, dropped, problems, spool file)."""

@@ -151,6 +151,8 @@ class Application:
                              tick=self._tick_fn if config.poll_interval_s > 0 else None,
                              tick_interval=config.poll_interval_s or 1.0)
         self._emitter: Any = None
+        self._emitter_config: Any = None  # the emitter's configuration, loaded as the application starts
+        self._emitter_config_error: Exception | None = None  # (its transport type unknown: no emitter)
         self._emitter_tried = False  # its building has begun (it may be replaying an earlier run's spool)
         self._emitter_built = threading.Event()  # ... and ended: then None means no usable transport
         self._building_since: float | None = None  # while it is being built (replaying over the network)
@@ -243,10 +245,11 @@ class Application:
     def warm_up(self) -> None:
         """On the worker, first: import the plan reader, make the facets and the emitter (see the module's start-up
         cost note)."""
+        self._build_emitter()  # first: its warnings (a transport type it does not know, the default file) are said
+        # before the application's next lines, which may set Spark's log level to ERROR
         from spark_plugin import plan_lineage  # noqa: F401 - imported now for the first action
 
         _ = self.facets, self.job_facets, self.application_details
-        self._build_emitter()
 
     def begin(self) -> None:
         """Queue the application's START (once the listener is in place)."""
@@ -618,17 +621,44 @@ class Application:
         if self._backlog:
             self._deliver([], self._flush_backlog)
 
+    def check_emitter_config(self) -> None:
+        """On the main thread as the application starts (before its next lines, which may set Spark's log level to
+        ERROR): load the emitter's configuration and, for an emitter in a child process, check the transport type
+        and name the default events file, as an emitter built here would say at once. A type it does not know: the
+        emitter setup fails, said once (see :meth:`_new_emitter`)."""
+        from emitter.config import load_config
+
+        config = self._emitter_config = load_config(self.config.emitter_overrides)
+        if not (self.config.emitter_process and not config.disabled and config.transport):
+            return
+        from emitter.transport import KNOWN_TYPES, announce_file_transport, check_types
+
+        try:
+            check_types(config.transport, KNOWN_TYPES)
+        except ValueError as error:
+            self._emitter_config_error = error
+            self.guard.call("emitter setup", _raise, error)
+            return
+        if self._announce(config):
+            announce_file_transport(config.transport, log.warning)
+
+    @staticmethod
+    def _announce(config: Any) -> bool:
+        # a configured file transport is not announced: the user named it, and the host prints nothing; the
+        # default file is, as a warning through log4j: the driver's stderr would land in spark-submit's stdout,
+        # which an application may use for its data
+        return not host_log.configured_file(config.transport, config.source)
+
     def _new_emitter(self) -> Any:
         """The emitter: in a child process (:mod:`emitter.emitter_process`: the driver never imports
         openlineage-python), else, when no child can be started, in this process."""
         from emitter.config import load_config
         from emitter.emitter_process import EmitterProcess
 
-        config = load_config(self.config.emitter_overrides)
-        # a configured file transport is not announced: the user named it, and the host prints nothing; the
-        # default file is, as a warning through log4j: the driver's stderr would land in spark-submit's stdout,
-        # which an application may use for its data
-        announce = not host_log.configured_file(config.transport, config.source)
+        if self._emitter_config_error is not None:  # (said by check_emitter_config)
+            return None
+        config = self._emitter_config or load_config(self.config.emitter_overrides)
+        announce = self._announce(config)
 
         def in_this_process() -> Any:
             from emitter import Emitter
@@ -643,12 +673,12 @@ class Application:
             self.guard.call("emitter setup", _raise, type(kind, (Exception,), {})(message))
 
         if self.config.emitter_process and not config.disabled and config.transport:
-            from emitter.transport import KNOWN_TYPES, announce_file_transport, check_types
+            if self._emitter_config is None:  # (not checked as the application started)
+                from emitter.transport import KNOWN_TYPES, announce_file_transport, check_types
 
-            # here, not in the child: said at once, before the application's next lines (its setLogLevel("ERROR"))
-            check_types(config.transport, KNOWN_TYPES)
-            if announce:
-                announce_file_transport(config.transport, log.warning)
+                check_types(config.transport, KNOWN_TYPES)
+                if announce:
+                    announce_file_transport(config.transport, log.warning)
             process = EmitterProcess.start(config, end_timeout=self.config.shutdown_timeout_s, stall_s=STALL_S,
                                            announce_logger=None, fallback=in_this_process,
                                            on_setup_error=setup_failed)
@@ -995,6 +1025,7 @@ def _start_context(sc: Any, conf: Mapping[str, str] | None) -> Application | Non
             log.warning("%s", warning)
         config.warn_problems()
         app = Application(sc, spark_conf, config)
+        app.guard.call("emitter setup", app.check_emitter_config)
         app.worker.submit(app.warm_up, always=True)
         app.hook_stop()
         rdd_jobs.install(_app_of_context)

@@ -66,7 +66,11 @@ def run_captured(spark: Any, workdir: str, action: Callable[[Any, str], None],
     """Instrument with a file transport, run ``action``, uninstrument; the validated events and the app."""
     events_file = Path(workdir) / "events.jsonl"
     # no execution poll unless asked: an action longer than its interval would add START/RUNNING events early
-    conf = {"spark.openlineage.python.pollIntervalSeconds": "0", **(conf or {})}
+    # the emitter in the driver unless asked: a child per application costs ~0.5 s of CPU to start, ~40 times in these
+    # in-process tests; the child is what spark-submit tests (test_runtime_submit, test_jvm_shapes) and
+    # tests/emitter/test_emitter_process.py run, and the rows below that ask for it
+    conf = {"spark.openlineage.python.pollIntervalSeconds": "0", "spark.openlineage.python.emitterProcess": "false",
+            **(conf or {})}
     if "spark.openlineage.transport.type" not in conf:
         conf.update({"spark.openlineage.transport.type": "file",
                      "spark.openlineage.transport.location": str(events_file)})
@@ -164,8 +168,8 @@ SCENARIOS = [
     # RUNNING: the JVM's event at the end of the write's Spark job, with its output statistics
     ("write", {}, write_orders,
      [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("COMPLETE", WRITE_JOB), ("COMPLETE", APP)]),
-    # the same events from an emitter in the driver (no child process)
-    ("write_emitter_in_the_driver", {"spark.openlineage.python.emitterProcess": "false"}, write_orders,
+    # the same events from the emitter's child process (spark-submit's default)
+    ("write_emitter_in_a_child", {"spark.openlineage.python.emitterProcess": "true"}, write_orders,
      [("START", APP), ("START", WRITE_JOB), ("RUNNING", WRITE_JOB), ("COMPLETE", WRITE_JOB), ("COMPLETE", APP)]),
     ("pure_read_not_emitted", {}, count_only, [("START", APP), ("COMPLETE", APP)]),
     ("action_fails", {}, failing_write,
@@ -188,7 +192,7 @@ SCENARIOS = [
 def test_event_sequence(spark, workdir, name, conf, action, expected):
     events, app = run_captured(spark, workdir, action, conf)
     assert kinds(events) == expected
-    in_child = conf.get("spark.openlineage.python.emitterProcess") != "false"
+    in_child = conf.get("spark.openlineage.python.emitterProcess") == "true"
     assert type(app._emitter).__name__ == ("EmitterProcess" if in_child else "Emitter")
     namespace = conf.get("spark.openlineage.namespace", "default")
     assert {e["job"]["namespace"] for e in events} == {namespace}
@@ -859,7 +863,8 @@ def test_silent_backend_cannot_hold_the_app(spark, workdir, caplog):
                 "spark.openlineage.transport.type": "http",
                 "spark.openlineage.transport.url": f"http://127.0.0.1:{port}",
                 "spark.openlineage.transport.timeoutInMillis": "20000",
-                "spark.openlineage.python.shutdownTimeoutSeconds": "1"})
+                "spark.openlineage.python.shutdownTimeoutSeconds": "1",
+                "spark.openlineage.python.emitterProcess": "true"})
         elapsed = time.monotonic() - began
     assert elapsed < 15, elapsed
     assert any("the backend did not take the last lineage events in time" in r.getMessage()
@@ -881,6 +886,7 @@ def test_events_that_cannot_be_kept_at_the_end_are_an_error(spark, workdir, tmp_
                 "spark.openlineage.transport.url": f"http://127.0.0.1:{server.getsockname()[1]}",
                 "spark.openlineage.transport.timeoutInMillis": "20000",
                 "spark.openlineage.python.shutdownTimeoutSeconds": "1",
+                "spark.openlineage.python.emitterProcess": "true",
                 "spark.openlineage.spool.dir": str(tmp_path / "file" / "spool")})
     lost = [r for r in caplog.records if "could not be kept either" in r.getMessage()]
     assert len(lost) == 1 and lost[0].levelno == logging.ERROR and "they are LOST" in lost[0].getMessage()

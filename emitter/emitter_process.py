@@ -19,16 +19,18 @@ Nothing is lost to the second process:
 - if the host dies, the child reads the end of its input, ends the same way, and exits. It ignores SIGINT and
   SIGTERM, which reach the whole process group: the host decides when it ends.
 
-The child is a plain ``python -c`` process, as :mod:`emitter.delivery_process`'s (whose frames it uses: a kind
-byte, a 4-byte length, a payload). To the child: ``C`` settings (pickled: the configuration may hold an API key,
-it never goes on the command line), ``P`` a batch of records (pickled), ``S`` spool now (pickled records), ``X``
-end. From the child: ``B`` built (or why not), ``A`` records taken, ``W`` spooled, ``K`` the end's counts,
-``L`` a log record.
+The child is a plain ``python -c`` process (:mod:`emitter.process_launch`: a host may start it early, before it
+knows its settings, and hand it to :meth:`EmitterProcess.start`), talking in :mod:`emitter.delivery_process`'s
+frames (a kind byte, a 4-byte length, a payload). To the child: ``C`` settings (pickled: the configuration may
+hold an API key, it never goes on the command line; the host's environment, working directory and ``sys.path``
+come with them), ``P`` a batch of records (pickled), ``S`` spool now (pickled records), ``X`` end. From the child:
+``B`` built (or why not), ``A`` records taken, ``W`` spooled, ``K`` the end's counts, ``L`` a log record.
 """
 from __future__ import annotations
 
 import collections
 import contextlib
+import importlib
 import logging
 import os
 import pickle
@@ -47,30 +49,24 @@ from emitter.config import EmitterConfig
 from emitter.delivery import Counts
 from emitter.delivery_process import _PipeLogHandler, _read_frame, _write_frame, discard_writes
 from emitter.exit_spool import make_spool, spool_records
+from emitter.process_launch import child_environment, child_path, discard, launch
 from emitter.records import RunRecord
 
 log = logging.getLogger(__name__)
 
-#: The child's CPU priority (``os.nice``). Not lowered: a niced child starves while the host's JVM (or any other
-#: process) keeps the cores busy, and the host's end then waits for it (at ``nice`` 19, seconds, under a second
-#: Spark application); measured, a child at 19 cost a Spark application no less than one at 0
-#: (``benchmarks/spark_second_process.py``).
-NICE = 0
+# The child's CPU priority is not lowered (``os.nice``): a niced child starves while the host's JVM (or any other
+# process) keeps the cores busy, and the host's end then waits for it (at ``nice`` 19, seconds, under a second
+# Spark application); measured, a child at 19 cost a Spark application no less than one at 0
+# (``benchmarks/spark_second_process.py``).
+
 #: How long past the end's budget the host waits for the child's answer (a child that only now gets a core).
 ANSWER_MARGIN_S = 2.0
 #: How long :meth:`EmitterProcess.spool_now` waits for the child to have spooled (it may still be importing).
 SPOOL_WAIT_S = 1.5
 #: The child's log records keep their logger's name when it is one of these families (the host routes them).
 _OWN_LOGGERS = frozenset({"spark_plugin", "emitter", "openlineage", "harvesters"})
-#: ``python -c _CHILD_MAIN <sys.path>``: runs :func:`serve` on stdin and stdout.
-_CHILD_MAIN = ("import os, sys; sys.path[:] = sys.argv[1].split(os.pathsep); "
-               "from emitter.emitter_process import serve; serve()")
-
-
-def _child_path() -> str:
-    # PySpark's and py4j's zips are of no use to the child, and importlib.metadata would walk them (~50 ms)
-    keep = [p for p in sys.path if not (p.endswith(".zip") and os.path.basename(p).startswith(("pyspark", "py4j")))]
-    return os.pathsep.join(keep)
+#: The modules every child imports before it reads its settings (see :mod:`emitter.process_launch`).
+WARM_MODULES = ("emitter.emitter", "emitter.serialize", "emitter.transport")
 
 
 class EmitterProcess:
@@ -104,16 +100,24 @@ class EmitterProcess:
 
     @classmethod
     def start(cls, config: EmitterConfig, *, end_timeout: float, stall_s: float, announce_logger: str | None,
-              fallback: Callable[[], Any], on_setup_error: Callable[[str, str], None]) -> EmitterProcess | None:
+              fallback: Callable[[], Any], on_setup_error: Callable[[str, str], None],
+              child: subprocess.Popen[bytes] | None = None) -> EmitterProcess | None:
         """The child, started and configured; None when it cannot be (the caller then emits in its own process).
-        ``announce_logger``: the logger that announces a default file transport's file (None: not announced)."""
+        ``announce_logger``: the logger that announces a default file transport's file (None: not announced).
+        ``child``: one :func:`emitter.process_launch.launch` started earlier, adopted while it runs (else closed)."""
         try:
             settings = pickle.dumps({"config": config, "end_timeout": end_timeout, "stall_s": stall_s,
-                                     "announce_logger": announce_logger})
-            child = subprocess.Popen([sys.executable, "-c", _CHILD_MAIN, _child_path()], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        except Exception:  # noqa: BLE001 - no process (or a configuration that is not plain data): emit here
+                                     "announce_logger": announce_logger, "environ": child_environment(),
+                                     "cwd": os.getcwd(), "path": child_path()})
+        except Exception:  # noqa: BLE001 - a configuration that is not plain data: emit here
+            discard(child)
             return None
+        if child is None or child.poll() is not None:
+            discard(child)
+            try:
+                child = launch(child_path())
+            except Exception:  # noqa: BLE001 - no process: emit here
+                return None
         process = cls(child, config, end_timeout, fallback, on_setup_error)
         process._send(b"C", settings)
         return process
@@ -397,23 +401,23 @@ class _Child:
         self.answer(b"K", orjson.dumps({**attrs.asdict(counts), "spooled_at_end": spooled_at_end}))
 
 
-def serve() -> None:
-    """The child: settings, then records, until ``X`` or the end of its input (the host is gone)."""
+def serve(warm: list[str] | None = None) -> None:
+    """The child: imports (:data:`WARM_MODULES`, then ``warm``), settings, then records, until ``X`` or the end of
+    its input (the host is gone)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the host decides when this child ends (see the docstring)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if NICE:
-        with contextlib.suppress(OSError):
-            os.nice(NICE)
     source, out = sys.stdin.buffer, sys.stdout.buffer
     out_lock = threading.Lock()
     root = logging.getLogger()
     root.handlers[:] = [_PipeLogHandler(out, out_lock)]
     root.setLevel(logging.INFO)
     logging.captureWarnings(True)
+    _import_all([*WARM_MODULES, *(warm or [])])
     frame = _read_frame(source)
     if frame is None or frame[0] != b"C":
         return
     settings = pickle.loads(frame[1])  # noqa: S301 - written by the host that started this child
+    _take_host_state(settings)
     child = _Child(settings["config"], out, out_lock, settings["announce_logger"])
     threading.Thread(target=child.run, name="lineage-capture-emitter", daemon=True).start()
     while (frame := _read_frame(source)) is not None:
@@ -430,3 +434,22 @@ def serve() -> None:
     with contextlib.suppress(OSError, ValueError):
         out.flush()
     os._exit(0)  # (a delivery thread stuck on a hanging backend must not keep this process alive)
+
+
+def _import_all(names: list[str]) -> None:
+    # before the settings: a child started early imports while its host has an idle core (emitter.process_launch)
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001, S112 - the emitter's build imports them again and reports
+            continue
+
+
+def _take_host_state(settings: dict[str, Any]) -> None:
+    """The host's environment, working directory and ``sys.path`` as they were when it sent the settings (it may
+    have changed them since this child started: a relative spool directory, a proxy set by the application)."""
+    os.environ.clear()
+    os.environ.update(settings["environ"])
+    with contextlib.suppress(OSError):
+        os.chdir(settings["cwd"])
+    sys.path[:] = [p for p in settings["path"].split(os.pathsep) if p] or sys.path

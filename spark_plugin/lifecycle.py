@@ -40,7 +40,7 @@ import attrs
 from emitter.emitter_process import EmitterProcess
 from emitter.records import COMPLETE, FAIL, RUNNING, START, Dataset, JobRef, JobType, RunRecord, RunRef
 from emitter.run_ids import new_run_id
-from spark_plugin import exit_status, host_log, rdd_jobs, streaming
+from spark_plugin import _startup, exit_status, host_log, rdd_jobs, streaming
 from spark_plugin.config import PluginConfig, file_settings
 from spark_plugin.guard import Guard, short_error
 from spark_plugin.listener import Captured, JvmProxy, QueryListener
@@ -621,16 +621,16 @@ class Application:
         if self._backlog:
             self._deliver([], self._flush_backlog)
 
-    def check_emitter_config(self) -> None:
+    def check_emitter_config(self) -> Any:
         """On the main thread as the application starts (before its next lines, which may set Spark's log level to
         ERROR): load the emitter's configuration and, for an emitter in a child process, check the transport type
         and name the default events file, as an emitter built here would say at once. A type it does not know: the
-        emitter setup fails, said once (see :meth:`_new_emitter`)."""
+        emitter setup fails, said once (see :meth:`_new_emitter`). The configuration."""
         from emitter.config import load_config
 
         config = self._emitter_config = load_config(self.config.emitter_overrides)
-        if not (self.config.emitter_process and not config.disabled and config.transport):
-            return
+        if not self._in_child(config) or not config.transport:  # (the second: for mypy, implied by the first)
+            return config
         from emitter.transport import KNOWN_TYPES, announce_file_transport, check_types
 
         try:
@@ -638,9 +638,13 @@ class Application:
         except ValueError as error:
             self._emitter_config_error = error
             self.guard.call("emitter setup", _raise, error)
-            return
+            return config
         if self._announce(config):
             announce_file_transport(config.transport, log.warning)
+        return config
+
+    def _in_child(self, config: Any) -> bool:
+        return bool(self.config.emitter_process and not config.disabled and config.transport)
 
     @staticmethod
     def _announce(config: Any) -> bool:
@@ -651,13 +655,16 @@ class Application:
 
     def _new_emitter(self) -> Any:
         """The emitter: in a child process (:mod:`emitter.emitter_process`: the driver never imports
-        openlineage-python), else, when no child can be started, in this process."""
-        from emitter.config import load_config
+        openlineage-python; the one the start-up hook started, if any), else, when no child can be started, in
+        this process."""
         from emitter.emitter_process import EmitterProcess
+        from emitter.process_launch import discard
 
+        child = _startup.take_emitter_child()
+        config = self._emitter_config or self.check_emitter_config()
         if self._emitter_config_error is not None:  # (said by check_emitter_config)
+            discard(child)
             return None
-        config = self._emitter_config or load_config(self.config.emitter_overrides)
         announce = self._announce(config)
 
         def in_this_process() -> Any:
@@ -672,18 +679,14 @@ class Application:
         def setup_failed(kind: str, message: str) -> None:  # reported as for an emitter built here
             self.guard.call("emitter setup", _raise, type(kind, (Exception,), {})(message))
 
-        if self.config.emitter_process and not config.disabled and config.transport:
-            if self._emitter_config is None:  # (not checked as the application started)
-                from emitter.transport import KNOWN_TYPES, announce_file_transport, check_types
-
-                check_types(config.transport, KNOWN_TYPES)
-                if announce:
-                    announce_file_transport(config.transport, log.warning)
+        if self._in_child(config):
             process = EmitterProcess.start(config, end_timeout=self.config.shutdown_timeout_s, stall_s=STALL_S,
                                            announce_logger=None, fallback=in_this_process,
-                                           on_setup_error=setup_failed)
+                                           on_setup_error=setup_failed, child=child)
             if process is not None:
                 return process
+        else:
+            discard(child)
         return in_this_process()
 
     def _spool(self) -> Any:
@@ -1019,6 +1022,7 @@ def _start_context(sc: Any, conf: Mapping[str, str] | None) -> Application | Non
         config = PluginConfig.from_spark_conf(spark_conf)
         if config.disabled:
             log.info("lineage capture disabled by spark.openlineage.disabled / OPENLINEAGE_DISABLED")
+            _startup.discard_emitter_child()
             return None
         host_log.install(sc._jvm)  # before the first warning: they go where Spark's go
         for warning in file_warnings:

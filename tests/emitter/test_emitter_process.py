@@ -19,7 +19,7 @@ import orjson
 import pytest
 from test_delivery_faults import conf, keys, nested_records
 
-from emitter import emitter_process
+from emitter import process_launch
 from emitter.config import load_config
 from emitter.deferred import facet_v2
 from emitter.emitter import Emitter
@@ -58,11 +58,11 @@ def spark_like_records(n: int = 5) -> list[RunRecord]:
 
 
 def start(config, *, announce: str | None = None, end_timeout: float = 5.0,
-          errors: list | None = None) -> EmitterProcess:
+          errors: list | None = None, child: subprocess.Popen | None = None) -> EmitterProcess:
     process = EmitterProcess.start(load_config(config), end_timeout=end_timeout, stall_s=0.3, announce_logger=announce,
                                    fallback=lambda: Emitter(load_config(config), announce_file=False),
                                    on_setup_error=lambda kind, message: (errors if errors is not None else []).append(
-                                       (kind, message)))
+                                       (kind, message)), child=child)
     assert process is not None
     return process
 
@@ -99,10 +99,31 @@ def test_the_same_events_as_an_emitter_in_the_process(tmp_path):
     assert events[2]["job"]["facets"]["sql"]["query"] == "insert into t0 select 1"
 
 
+@pytest.mark.parametrize("early", ["alive", "dead"])
+def test_a_child_started_early_is_adopted_and_takes_the_hosts_state(tmp_path, monkeypatch, early):
+    """A child launched before its settings (as the Spark plugin's start-up hook launches it) is adopted while it
+    runs, and works in the host's working directory of the moment it gets them: a relative events file lands where
+    the host is then. One that died meanwhile is replaced by a new child: nothing is emitted in the host."""
+    child = process_launch.launch("", ["openlineage.client.facet_v2"])
+    if early == "dead":
+        child.kill()
+        child.wait()
+    monkeypatch.chdir(tmp_path)
+    process = start(file_conf(Path("events.jsonl")), child=child)
+    assert (process._child is child) == (early == "alive")
+    records = spark_like_records()
+    for record in records:
+        process.emit(record)
+    counts = process.close()
+    assert process._fallback is None
+    assert (counts.delivered, counts.spooled, counts.dropped) == (len(records), 0, 0)
+    assert len(read_events(tmp_path / "events.jsonl")) == len(records)
+
+
 @pytest.mark.parametrize("how", ["cannot start", "killed before taking anything", "killed at the end"])
 def test_records_the_child_did_not_take_are_emitted_here(tmp_path, monkeypatch, how, caplog):
     if how == "cannot start":
-        monkeypatch.setattr(emitter_process, "_CHILD_MAIN", "import sys; sys.exit(3)")
+        monkeypatch.setattr(process_launch, "CHILD_MAIN", "import sys; sys.exit(3)")
     process = start(file_conf(tmp_path / "events.jsonl"))
     if how == "killed before taking anything":
         process._child.kill()

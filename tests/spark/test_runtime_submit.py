@@ -188,13 +188,16 @@ def test_an_application_without_a_session(workdir, hook_pythonpath, class_archiv
 
 def test_the_driver_never_imports_openlineage_python(workdir, hook_pythonpath, class_archive, isolated_lineage_env):
     """No thread of the driver imports openlineage-python's client (0.25 s of CPU under spark-submit): the facets
-    are deferred calls, built with the events by the emitter's child process (emitter.emitter_process); and the
-    events are whole."""
+    are deferred calls, built with the events by the emitter's child process (emitter.emitter_process), started as
+    the driver starts (its imports overlap pyspark's, while a core is idle) and adopted by the application's run,
+    the only one; and the events are whole."""
     events_file = Path(workdir) / "events.jsonl"
     result = submit(workdir, None, {**ON, **FILE, "spark.openlineage.transport.location": str(events_file)},
                     hook_pythonpath, class_archive, isolated_lineage_env, app=SPY_APP)
     assert result.returncode == 0, result.stdout[-3000:]
     assert json.loads((Path(workdir) / "importers.json").read_text()) == []
+    children = json.loads((Path(workdir) / "emitter_children.json").read_text())
+    assert len(children["start"]) == 1 and children["after"] == children["start"], children
     events = read_events(events_file)
     write = "import_spy.execute_insert_into_hadoop_fs_relation_command.lake_spy"
     assert [(e["eventType"], e["job"]["name"]) for e in events] == [
@@ -235,12 +238,13 @@ def test_no_transport_configured_says_where_events_go_once_outside_the_output(wo
 def test_not_enabled_nothing_is_preloaded(workdir, hook_pythonpath, class_archive, isolated_lineage_env, enabled):
     """Without ``spark.openlineage.python.enabled=true`` the context's creation starts no preload: openlineage-python
     is never imported, nothing is written. A value meant as "on" that is not ``true`` (``yes``) is said once, where
-    Spark's warnings go (it was silently off)."""
+    Spark's warnings go (it was silently off). No emitter child is started."""
     conf = {} if enabled is None else {"spark.openlineage.python.enabled": enabled}
     result = submit(workdir, None, conf, hook_pythonpath, class_archive, isolated_lineage_env,
                     app=SPY_APP)
     assert result.returncode == 0, result.stdout[-3000:]
     assert json.loads((Path(workdir) / "importers.json").read_text()) == []
+    assert json.loads((Path(workdir) / "emitter_children.json").read_text()) == {"start": [], "after": []}
     assert list(isolated_lineage_env.iterdir()) == []
     ours = [line.split(" lineage_capture: ", 1)[1] for line in result.stderr.splitlines()
             if " lineage_capture: " in line]

@@ -365,6 +365,32 @@ def test_startup_hook_is_inert_outside_spark_submit(tmp_path):
     assert armed.stdout.strip() == "['spark_plugin', 'spark_plugin._startup']", armed.stderr
 
 
+# (spark-submit's JVM arguments, whether the driver started under them starts the emitter's child early)
+EARLY_CHILD = [
+    ("conf", ["--conf", "spark.openlineage.python.enabled=true"], True),
+    ("conf_equals", ["--conf=spark.openlineage.python.enabled=TRUE"], True),
+    ("last_wins", ["--conf", "spark.openlineage.python.enabled=true", "-c", "spark.openlineage.python.enabled=false"],
+     False),
+    ("not_true", ["--conf", "spark.openlineage.python.enabled=yes"], False),
+    ("other_key", ["--conf", "spark.openlineage.python.enabledx=true"], False),
+    ("none", ["app.py"], False),
+]
+
+
+@pytest.mark.parametrize("name,arguments,expected", EARLY_CHILD, ids=[e[0] for e in EARLY_CHILD])
+def test_the_emitter_child_starts_early_when_spark_submits_command_line_enables_the_plugin(name, arguments,
+                                                                                           expected):
+    """The start-up hook reads its parent's (spark-submit's JVM's) command line: ``--conf
+    spark.openlineage.python.enabled=true``, the last one winning, starts the emitter's child as the driver starts
+    (a properties file is not read: the run starts the child then)."""
+    check = "from spark_plugin import _startup; print(_startup._enabled_by_command_line())"
+    parent = (f"import subprocess, sys; sys.exit(subprocess.run([sys.executable, '-c', {check!r}]).returncode)")
+    result = subprocess.run([sys.executable, "-c", parent, *arguments], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(ROOT_DIR)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(expected)
+
+
 PRELOAD_FINDER_CHECK = """
 import importlib.metadata as md, json, sys, threading
 sys.path.insert(0, sys.argv[1])  # an archive first on sys.path, as spark-submit puts pyspark.zip

@@ -1,12 +1,34 @@
 """``import_spy_app.py <workdir>``: notes which thread first imports openlineage-python's client, and when (while
-``getOrCreate()`` creates the context and session, or after), then runs one write.
+``getOrCreate()`` creates the context and session, or after), then runs one write; and the emitter child processes
+the driver has as it starts (before pyspark's import) and after the write.
 
 Knows nothing about lineage; the start-up hook instruments it. Writes ``[thread, phase]`` pairs to
-``<workdir>/importers.json``.
+``<workdir>/importers.json``, the children's pids to ``<workdir>/emitter_children.json``.
 """
 import json
+import os
 import sys
 import threading
+
+
+def emitter_children():
+    """The pids of this process's children running the emitter (emitter.emitter_process)."""
+    pids = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            pids += [int(pid) for pid in f.read().split()]
+    found = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"emitter.emitter_process" in f.read():
+                    found.append(pid)
+        except OSError:
+            continue
+    return sorted(found)
+
+
+children = {"start": emitter_children()}
 
 importers = []
 phase = ["before"]
@@ -32,6 +54,9 @@ spark = SparkSession.builder.appName("Import Spy").getOrCreate()
 phase[0] = "after"
 spark.sparkContext.setLogLevel("ERROR")
 spark.range(3).write.mode("overwrite").parquet(f"{workdir}/lake/spy")
+children["after"] = emitter_children()
 spark.stop()
 with open(f"{workdir}/importers.json", "w") as f:
     json.dump(importers, f)
+with open(f"{workdir}/emitter_children.json", "w") as f:
+    json.dump(children, f)

@@ -48,7 +48,7 @@ import orjson
 from emitter.config import EmitterConfig
 from emitter.delivery import Counts
 from emitter.delivery_process import _PipeLogHandler, _read_frame, _write_frame, discard_writes
-from emitter.exit_spool import make_spool, spool_records
+from emitter.exit_spool import make_spool, spool_records, spool_undelivered
 from emitter.process_launch import child_environment, child_path, discard, launch
 from emitter.records import RunRecord
 
@@ -163,9 +163,7 @@ class EmitterProcess:
     def _spool_untaken(self, why: str) -> tuple[int, int, list[str], str]:
         """The records the child had not taken, to the spool at once (the child, if alive, keeps what it took)."""
         with self._lock:
-            untaken = list(self._unacked)
-            self._unacked.clear()
-            self._outbox.clear()
+            untaken = self._take_untaken()
         log.warning("the lineage delivery process %s (exit code %s): the %d lineage events it had not taken go to "
                     "the spool", why, self._child.poll(), len(untaken))
         problem: list[str] = []
@@ -182,10 +180,7 @@ class EmitterProcess:
         fallback = self._fallback
         if fallback is None:  # (another thread's abandon is still making it)
             return 0, len(records), ["no emitter"], str(self.spool.events_path)
-        held, pending = fallback.undelivered()
-        problem: list[str] = []
-        spooled, dropped = spool_records(fallback.spool, [*held, *records], pending, problem)
-        return spooled, dropped, problem, str(fallback.spool.events_path)
+        return spool_undelivered(fallback, fallback.spool, records)
 
     # ---- the pipe ----------------------------------------------------------------------------------------
 
@@ -265,14 +260,19 @@ class EmitterProcess:
                 self._answered.wait(left)
             return self._answers.pop(kind, None)
 
+    def _take_untaken(self) -> list[RunRecord]:
+        """(Under ``_lock``.) The records the child has not taken, now the host's alone."""
+        untaken = list(self._unacked)
+        self._unacked.clear()
+        self._outbox.clear()
+        return untaken
+
     def _abandon(self, why: str) -> None:
         """From now on, emit in this process: first the records the child had not taken (in order)."""
         with self._lock:
             if self._fallback is not None:
                 return
-            untaken = list(self._unacked)
-            self._unacked.clear()
-            self._outbox.clear()
+            untaken = self._take_untaken()
         log.warning("the lineage delivery process %s (exit code %s): %d lineage events it had not taken are "
                     "emitted from this process", why, self._child.poll(), len(untaken))
         fallback = self._make_fallback()
@@ -370,17 +370,13 @@ class _Child:
             self.current = None
             self.wake.notify()
         emitter = self.emitter
-        held, pending = emitter.undelivered() if emitter is not None else ([], [])
         spool = emitter.spool if emitter is not None else make_spool(self.config)
-        problem: list[str] = []
-        spooled, dropped = (0, 0)
-        if held or pending or waiting or records:
-            spooled, dropped = spool_records(spool, [*held, *waiting, *records], pending, problem)
+        spooled, dropped, problem, events_path = spool_undelivered(emitter, spool, [*waiting, *records])
         self.spooled += spooled
         self.dropped += dropped
         if waiting:  # taken now (spooled): the host need not keep them
             self.answer(b"A", str(len(waiting)).encode())
-        return {"spooled": spooled, "dropped": dropped, "problem": problem, "events_path": str(spool.events_path)}
+        return {"spooled": spooled, "dropped": dropped, "problem": problem, "events_path": events_path}
 
     def end(self, timeout: float, stall_s: float) -> None:
         """Deliver within ``timeout``; spool the rest at once when a delivery stalls longer than ``stall_s``."""

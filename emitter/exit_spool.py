@@ -68,3 +68,13 @@ def spool_records(spool: Any, records: Iterable[Any], built: Iterable[dict[str, 
         problem.append(f"the spool is full (spool.maxBytes {spool.max_bytes})")
     return kept, dropped + len(events) - kept
 
+
+
+def spool_undelivered(emitter: Any, spool: Any, records: Iterable[Any] = ()) -> tuple[int, int, list[str], str]:
+    """What ``emitter`` holds (None: no emitter was built), then ``records``, to ``spool`` (the emitter's, or the
+    one it would use) at once, in that order: (spooled, dropped, why the spool refused some, the spool's file)."""
+    held, pending = emitter.undelivered() if emitter is not None else ([], [])
+    records = [*held, *records]
+    problem: list[str] = []
+    spooled, dropped = spool_records(spool, records, pending, problem) if records or pending else (0, 0)
+    return spooled, dropped, problem, str(spool.events_path)

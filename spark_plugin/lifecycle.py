@@ -748,16 +748,14 @@ class Application:
         if isinstance(self._emitter, EmitterProcess):  # the child spools what it holds, then these, in order
             spooled, dropped, problem, events_path = self._emitter.spool_now(records)
         else:
-            from emitter.exit_spool import spool_records
+            from emitter.exit_spool import spool_undelivered
 
-            # what the emitter itself holds (its delivery may work on other threads): before ours, in order
-            held, pending = self._emitter.undelivered() if self._emitter is not None else ([], [])
-            if not (records or held or pending):
+            if self._emitter is None and not records:
                 return
-            spool = self._spool()
-            problem = []
-            spooled, dropped = spool_records(spool, [*held, *records], pending, problem)
-            events_path = str(spool.events_path)
+            # what the emitter itself holds (its delivery may work on other threads): before ours, in order
+            spooled, dropped, problem, events_path = spool_undelivered(self._emitter, self._spool(), records)
+            if not (spooled or dropped or problem):
+                return
         self._report_spooled(first_time, spooled, dropped, problem, events_path)
 
     def _report_spooled(self, first_time: bool, spooled: int, dropped: int, problem: list[str],

@@ -69,7 +69,6 @@ def spool_records(spool: Any, records: Iterable[Any], built: Iterable[dict[str, 
     return kept, dropped + len(events) - kept
 
 
-
 def spool_undelivered(emitter: Any, spool: Any, records: Iterable[Any] = ()) -> tuple[int, int, list[str], str]:
     """What ``emitter`` holds (None: no emitter was built), then ``records``, to ``spool`` (the emitter's, or the
     one it would use) at once, in that order: (spooled, dropped, why the spool refused some, the spool's file)."""

@@ -48,7 +48,7 @@ import orjson
 from emitter.config import EmitterConfig
 from emitter.delivery import Counts
 from emitter.delivery_process import _PipeLogHandler, _read_frame, _write_frame, discard_writes
-from emitter.exit_spool import make_spool, spool_records, spool_undelivered
+from emitter.exit_spool import make_spool, spool_undelivered
 from emitter.process_launch import child_environment, child_path, discard, launch
 from emitter.records import RunRecord
 
@@ -166,9 +166,7 @@ class EmitterProcess:
             untaken = self._take_untaken()
         log.warning("the lineage delivery process %s (exit code %s): the %d lineage events it had not taken go to "
                     "the spool", why, self._child.poll(), len(untaken))
-        problem: list[str] = []
-        spooled, dropped = spool_records(self.spool, untaken, (), problem) if untaken else (0, 0)
-        return spooled, dropped, problem, str(self.spool.events_path)
+        return spool_undelivered(None, self.spool, untaken)  # (no emitter here holds any)
 
     def spool_now(self, records: list[RunRecord]) -> tuple[int, int, list[str], str]:
         """Spool at once what the child holds, then ``records``: (spooled, dropped, problems, spool file)."""

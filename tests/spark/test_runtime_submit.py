@@ -43,6 +43,24 @@ def submit(workdir: str, ending: str | None, conf: dict[str, str], hook_pythonpa
                               capture_output=True, text=True, timeout=240, cwd=workdir)
 
 
+def submit_with_baseline(workdir: str, ending: str | None, conf: dict[str, str], hook_pythonpath: list[str],
+                         class_archive: ClassArchive, state_dir: Path
+                         ) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess, Path]:
+    """The run with ``conf`` and, side by side (two cores: ~6 s saved per pair), the same application without any
+    conf (the plugin not enabled) in a directory of its own, its output with that directory named as the first
+    run's; and the baseline's state directory."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    own = Path(workdir) / "baseline"
+    (own / "state").mkdir(parents=True)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        started = pool.submit(submit, str(own), ending, {}, hook_pythonpath, class_archive, own / "state")
+        result = submit(workdir, ending, conf, hook_pythonpath, class_archive, state_dir)
+        baseline = started.result()
+    baseline.stdout, baseline.stderr = (text.replace(str(own), workdir) for text in (baseline.stdout, baseline.stderr))
+    return result, baseline, own / "state"
+
+
 def traceback_of(output: str) -> list[str]:
     """The Python traceback printed last, without log lines. spark-submit merges the driver's stderr into
     its stdout, so that is where the traceback is."""
@@ -92,8 +110,13 @@ SCENARIOS = [
 def test_spark_submit(workdir, hook_pythonpath, class_archive, isolated_lineage_env, name, ending, conf, code,
                       expected, error):
     events_file = Path(workdir) / "events.jsonl"
-    result = submit(workdir, ending, {**conf, "spark.openlineage.transport.location": str(events_file)},
-                    hook_pythonpath, class_archive, isolated_lineage_env)
+    conf = {**conf, "spark.openlineage.transport.location": str(events_file)}
+    # an application that fails is also run without the plugin (side by side): its failure must be untouched
+    if ending in ("action_fails", "raise", "sigterm"):
+        result, baseline, baseline_state = submit_with_baseline(workdir, ending, conf, hook_pythonpath,
+                                                                class_archive, isolated_lineage_env)
+    else:
+        result = submit(workdir, ending, conf, hook_pythonpath, class_archive, isolated_lineage_env)
     assert result.returncode == code, result.stderr[-3000:]
     assert "rows: 5" in result.stdout
     if name == "stop":  # a configured transport, known keys: the plugin prints nothing (item 7 of issue 12)
@@ -116,9 +139,8 @@ def test_spark_submit(workdir, hook_pythonpath, class_archive, isolated_lineage_
         assert app_error["programmingLanguage"] == "PYTHON"
     if ending in ("action_fails", "raise", "sigterm"):
         # the application's own failure is untouched: same exit code (and traceback) as without the plugin
-        baseline = submit(workdir, ending, {}, hook_pythonpath, class_archive, isolated_lineage_env)
         assert baseline.returncode == code
-        assert list(isolated_lineage_env.iterdir()) == []  # not enabled: the hook stayed inert (no events)
+        assert list(baseline_state.iterdir()) == []  # not enabled: the hook stayed inert (no events)
         if ending != "sigterm":  # (a process killed by a signal prints no traceback)
             assert traceback_of(result.stdout) == traceback_of(baseline.stdout)
 
@@ -137,10 +159,10 @@ def test_an_application_logging_at_info_sees_only_its_own_lines(workdir, hook_py
     # server (which runs for the plugin only: `Python Server ready to receive messages`) stay out of its output; its
     # own line is there
     events_file = Path(workdir) / "events.jsonl"
-    result = submit(workdir, ending, {**ON, **FILE, "spark.openlineage.transport.location": str(events_file)},
-                    hook_pythonpath, class_archive, isolated_lineage_env)
+    result, off, _ = submit_with_baseline(workdir, ending, {**ON, **FILE, "spark.openlineage.transport.location":
+                                                             str(events_file)},
+                                          hook_pythonpath, class_archive, isolated_lineage_env)
     assert result.returncode == 0, result.stderr[-3000:]
-    off = submit(workdir, ending, {}, hook_pythonpath, class_archive, isolated_lineage_env)
     # py4j logs the closing of the main thread's connection from its __del__ at interpreter teardown; whether that
     # object is freed before the process ends depends on the teardown order (with the plugin, the callback server's
     # daemon threads may still hold the gateway client): the line may be missing, never added
@@ -234,21 +256,26 @@ def test_no_transport_configured_says_where_events_go_once_outside_the_output(wo
     assert default_file.stat().st_size > 0
 
 
-@pytest.mark.parametrize("enabled", [None, "yes"])
+@pytest.mark.parametrize("enabled", [None, "yes", "off_in_the_builder"])
 def test_not_enabled_nothing_is_preloaded(workdir, hook_pythonpath, class_archive, isolated_lineage_env, enabled):
     """Without ``spark.openlineage.python.enabled=true`` the context's creation starts no preload: openlineage-python
     is never imported, nothing is written. A value meant as "on" that is not ``true`` (``yes``) is said once, where
-    Spark's warnings go (it was silently off). No emitter child is started."""
-    conf = {} if enabled is None else {"spark.openlineage.python.enabled": enabled}
-    result = submit(workdir, None, conf, hook_pythonpath, class_archive, isolated_lineage_env,
+    Spark's warnings go (it was silently off). No emitter child is started; and when spark-submit's command line
+    enables the plugin but the application's builder says ``false`` (its SparkConf wins), the child started early
+    is ended as the context is made."""
+    ending = "off_in_the_builder" if enabled == "off_in_the_builder" else None
+    conf = {"spark.openlineage.python.enabled": "true"} if ending else \
+        {} if enabled is None else {"spark.openlineage.python.enabled": enabled}
+    result = submit(workdir, ending, conf, hook_pythonpath, class_archive, isolated_lineage_env,
                     app=SPY_APP)
     assert result.returncode == 0, result.stdout[-3000:]
     assert json.loads((Path(workdir) / "importers.json").read_text()) == []
-    assert json.loads((Path(workdir) / "emitter_children.json").read_text()) == {"start": [], "after": []}
+    children = json.loads((Path(workdir) / "emitter_children.json").read_text())
+    assert (len(children["start"]), children["after"]) == (1 if ending else 0, []), children
     assert list(isolated_lineage_env.iterdir()) == []
     ours = [line.split(" lineage_capture: ", 1)[1] for line in result.stderr.splitlines()
             if " lineage_capture: " in line]
-    assert ours == ([] if enabled is None else [
+    assert ours == ([] if enabled != "yes" else [
         "lineage capture: spark.openlineage.python.enabled=yes is not true: lineage capture stays off (say true)"])
 
 

@@ -1,9 +1,10 @@
-"""``import_spy_app.py <workdir>``: notes which thread first imports openlineage-python's client, and when (while
-``getOrCreate()`` creates the context and session, or after), then runs one write; and the emitter child processes
-the driver has as it starts (before pyspark's import) and after the write.
+"""``import_spy_app.py <workdir> [off_in_the_builder]``: notes which thread first imports openlineage-python's
+client, and when (while ``getOrCreate()`` creates the context and session, or after), then runs one write; and the
+emitter child processes the driver has as it starts (before pyspark's import) and after the write.
 
-Knows nothing about lineage; the start-up hook instruments it. Writes ``[thread, phase]`` pairs to
-``<workdir>/importers.json``, the children's pids to ``<workdir>/emitter_children.json``.
+Knows nothing about lineage; the start-up hook instruments it (unless ``off_in_the_builder``: its builder sets
+``spark.openlineage.python.enabled=false``, which wins over spark-submit's ``--conf``). Writes ``[thread, phase]``
+pairs to ``<workdir>/importers.json``, the children's pids to ``<workdir>/emitter_children.json``.
 """
 import json
 import os
@@ -50,7 +51,10 @@ from pyspark.sql import SparkSession  # noqa: E402 - after the spy, on purpose
 
 workdir = sys.argv[1]
 phase[0] = "getOrCreate"
-spark = SparkSession.builder.appName("Import Spy").getOrCreate()
+builder = SparkSession.builder.appName("Import Spy")
+if sys.argv[2:] == ["off_in_the_builder"]:
+    builder = builder.config("spark.openlineage.python.enabled", "false")
+spark = builder.getOrCreate()
 phase[0] = "after"
 spark.sparkContext.setLogLevel("ERROR")
 spark.range(3).write.mode("overwrite").parquet(f"{workdir}/lake/spy")

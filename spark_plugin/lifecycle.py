@@ -661,7 +661,11 @@ class Application:
         from emitter.process_launch import discard
 
         child = _startup.take_emitter_child()
-        config = self._emitter_config or self.check_emitter_config()
+        try:
+            config = self._emitter_config or self.check_emitter_config()
+        except Exception:
+            discard(child)  # (it would end with this process anyway, at its input's end)
+            raise
         if self._emitter_config_error is not None:  # (said by check_emitter_config)
             discard(child)
             return None

@@ -62,6 +62,7 @@ from harvesters.core.tasks import (
     statement_run_id,
     task_job_name,
 )
+from harvesters.snowflake.variables import resolve
 from harvesters.sql.cache import Lineage, reason_of, statement_shape
 from harvesters.sql.cache import LineageCache as BoundedLineageCache
 from harvesters.sql.system import without_system_objects
@@ -101,6 +102,7 @@ DEFAULT_MAX_STATEMENT_CHARS = 1_000_000
 DEFAULT_REORDER_ROWS = 10_000
 #: Sessions whose temp table names are remembered (least recently used out).
 SESSION_MEMORY = 10_000
+_NO_VARIABLES: Mapping[str, str] = {}  # (shared, never changed: resolve returns a new mapping for a change)
 
 # ---- rows -----------------------------------------------------------------------------------------------
 
@@ -765,11 +767,14 @@ def prepare_row(row: HistoryRow, lineage: LineageCache, max_statement_chars: int
         access_columns(row.modified, bool(row.direct)) if row.modified else ())
 
 
-def _parse(row: HistoryRow | PreparedRow, temps: frozenset[str], lineage: LineageCache, max_statement_chars: int
-           ) -> Lineage | Skip:
-    if len(row.text) > max_statement_chars:
+def _parse(row: HistoryRow | PreparedRow, temps: frozenset[str], lineage: LineageCache, max_statement_chars: int,
+           text: str | None = None) -> Lineage | Skip:
+    """The lineage of the row's text (or of ``text``: the row's with its session's variables resolved, which the
+    row's QUERY_PARAMETERIZED_HASH does not describe)."""
+    if len(text or row.text) > max_statement_chars:
         return Skip(f"statement longer than {max_statement_chars} characters", unparsed=True)
-    found = lineage.lineage(row.text, row.database, row.schema, temps, row.parameterized_hash)
+    found = lineage.lineage(text or row.text, row.database, row.schema, temps,
+                            "" if text else row.parameterized_hash)
     if found.error:
         return Skip(reason_of(found.error), unparsed=True)
     return found
@@ -791,6 +796,8 @@ class RowConverter:
         self.lineage = lineage
         self.max_statement_chars = max_statement_chars
         self._temps: OrderedDict[str, frozenset[str]] = OrderedDict()  # session -> temp tables it created
+        #: session -> its variables holding strings (in memory only: a value may be a secret; see variables.py)
+        self._variables: OrderedDict[str, Mapping[str, str]] = OrderedDict()
         self.calls: dict[str, Call] = {}  # CALLs read, by QUERY_ID, until their end is passed
         #: the harvest's job namespace, for a dbt invocation parent (set by :class:`Harvest` from its grouper)
         self.job_namespace = "default"
@@ -810,6 +817,13 @@ class RowConverter:
             row = prepare_row(cast(HistoryRow, row), self.lineage, self.max_statement_chars, self.namespace, temps)
             parsed = row.parsed
         failed = row.error is not None
+        # tables named by the session's variables (IDENTIFIER($v)): parsed again as what ran
+        variables = self._variables.get(row.session, _NO_VARIABLES)
+        resolved, after = resolve(row.text, variables)
+        if parsed is not None and resolved != row.text:
+            parsed = _parse(row, temps, self.lineage, self.max_statement_chars, resolved)
+        if after is not variables and not failed:
+            self._remember(self._variables, row.session, after)
         if row.procedure is not None:
             # a CALL: its children carry the lineage; it becomes their module run
             self.calls[row.query_id] = Call(row.query_id, row.procedure, row.text, row.end, failed, row.error,
@@ -838,7 +852,7 @@ class RowConverter:
             columns = found if row.read is None and found is not row.access_columns else \
                 restricted(found, inputs, outputs)
         if temp_outputs:
-            self._remember_temps(row.session, temps | {t.casefold() for t in temp_outputs})
+            self._remember(self._temps, row.session, temps | {t.casefold() for t in temp_outputs})
         module_key = row.parent_query_id or None
         module, outer, module_facets = self._modules(module_key) if module_key else (None, (), {})
         return Statement(
@@ -883,11 +897,13 @@ class RowConverter:
         temp_outputs = tuple(dict.fromkeys([*parsed_temp_outputs, *(n.rsplit(".", 1)[-1] for n in temp_out)]))
         return inputs, outputs, temp_inputs, temp_outputs
 
-    def _remember_temps(self, session: str, temps: frozenset[str]) -> None:
-        self._temps[session] = temps
-        self._temps.move_to_end(session)
-        if len(self._temps) > SESSION_MEMORY:
-            self._temps.popitem(last=False)
+    @staticmethod
+    def _remember(memory: OrderedDict[str, Any], session: str, value: Any) -> None:
+        """``memory[session] = value``, the least recently used session forgotten past :data:`SESSION_MEMORY`."""
+        memory[session] = value
+        memory.move_to_end(session)
+        if len(memory) > SESSION_MEMORY:
+            memory.popitem(last=False)
 
 
 # ---- facets the grouper does not add --------------------------------------------------------------------

@@ -171,6 +171,12 @@ SESSION_ROWS = [
     row("c1", 8, "CALL etl.load_all()", QUERY_TYPE="CALL", EXECUTION_STATUS="FAILED_WITH_ERROR"),
     row("c2", 9, "INSERT INTO fct.x SELECT * FROM stage_orders", PARENT_QUERY_ID="c1"),
     row("t9", 10, "SHOW TABLES", QUERY_TYPE="SHOW"),
+    # tables named by session variables (harvesters/snowflake/variables.py)
+    row("v1", 11, "SET (tbl, src) = ('fct.daily', 'raw.events')", QUERY_TYPE="SET"),
+    row("v2", 12, "INSERT INTO IDENTIFIER($tbl) SELECT * FROM TABLE($src)", QUERY_TYPE="INSERT"),
+    row("v3", 13, "INSERT INTO IDENTIFIER($tbl) SELECT 1", SESSION_ID="2"),  # another session: not known there
+    row("v4", 14, "SET tbl = 'fct.other'", EXECUTION_STATUS="FAILED_WITH_ERROR"),  # a failed SET sets nothing
+    row("v5", 15, "SET x = 'db.s.t'; INSERT INTO IDENTIFIER($tbl) SELECT * FROM identifier($x)"),
 ]
 
 
@@ -189,6 +195,10 @@ def test_prepared_rows_convert_as_the_rows_read_here():
     assert by_id["t4"].inputs == ("SALES.PUBLIC.STAGE_ORDERS",)
     assert by_id["t5"] == Skip("statement longer than 120 characters", unparsed=True)
     assert by_id["c2"].module == "load_all" and by_id["c2"].temp_inputs == ("stage_orders",)
+    assert (by_id["v2"].inputs, by_id["v2"].outputs) == (("SALES.RAW.EVENTS",), ("SALES.FCT.DAILY",))
+    assert by_id["v2"].sql == "INSERT INTO IDENTIFIER($tbl) SELECT * FROM TABLE($src)"  # as it ran
+    assert by_id["v3"].outputs == ()
+    assert (by_id["v5"].inputs, by_id["v5"].outputs) == (("DB.S.T",), ("SALES.FCT.DAILY",))
     assert here.calls == there.calls and here.calls["c1"].failed
 
 

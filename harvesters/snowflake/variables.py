@@ -26,8 +26,11 @@ _EVENTS = re.compile(
     re.IGNORECASE | re.DOTALL)
 #: The items of a ``SET (a, b) = ('x', 'y')`` list: string literals, or anything else up to a comma.
 _ITEM = re.compile(rf"{_LITERAL}|[^,]+")
-#: A cheap first test: a text without these has nothing to resolve nor to set.
-_MAYBE = re.compile(r"\$|\b(?:UN)?SET\b", re.IGNORECASE)
+#: A statement setting variables, at the text's start (``match``) or after a ``;`` (``search``): the cheap first
+#: test, two patterns because one starting with ``(?:\A|;)`` is tried at every position (3.8 us for an UPDATE's
+#: 150 characters; these, 0.5 us, 1.2 us with a `;`: every history row is tested).
+_SETS_FIRST = re.compile(r"(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*(?:UN)?SET\s", re.IGNORECASE | re.DOTALL)
+_SETS_LATER = re.compile(r";(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*(?:UN)?SET\s", re.IGNORECASE | re.DOTALL)
 
 
 def resolve(text: str, variables: Mapping[str, str]) -> tuple[str, Mapping[str, str]]:
@@ -35,7 +38,8 @@ def resolve(text: str, variables: Mapping[str, str]) -> tuple[str, Mapping[str, 
     the session's so far, or by the text's own earlier ``SET``) written as ``IDENTIFIER('<value>')``; and the
     session's variables after the text (its ``SET`` and ``UNSET`` applied; ``variables`` itself when the text can
     hold neither, the common case, checked cheaply). Names are upper-cased, as Snowflake stores unquoted ones."""
-    if not _MAYBE.search(text):
+    # (every history row comes here: a text that sets nothing, without a `$` or a session variable, returns at once)
+    if not ((variables and "$" in text) or _SETS_FIRST.match(text) or (";" in text and _SETS_LATER.search(text))):
         return text, variables
     current = dict(variables)
     out: list[str] = []

@@ -15,6 +15,7 @@ import attrs
 from sqlglot import exp
 from sqlglot.tokens import Token
 
+from harvesters.sql.dynamic_sql import inline_string_variables
 from harvesters.sql.forms import (
     ANONYMOUS_PROCEDURES,
     ASYNC_STATEMENTS,
@@ -206,6 +207,7 @@ _TSQL: dict[str, Any] = dict(
     batch_separator=_GO,
     definition_runs_to_batch_end=True,
     token_fix=_tsql_fix_tokens,
+    text_fix=inline_string_variables,  # EXEC (@sql) of a variable the batch set to a string: see dynamic_sql.py
     cte_self_reference_recursive=True,
     commands_end_at_new_statements=True,
     writes_through_ctes=True,

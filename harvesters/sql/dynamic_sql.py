@@ -1,0 +1,55 @@
+"""T-SQL dynamic SQL held in a variable: ``DECLARE @sql NVARCHAR(MAX) = N'INSERT ...'; EXEC (@sql)``.
+
+The engine reads ``EXEC ('<batch>')`` and ``EXEC sp_executesql N'<batch>'`` as the batch in the string. Written
+through a variable, the batch was lost (no lineage). :func:`inline_string_variables` (the T-SQL dialects'
+``text_fix``) writes the string a variable holds in place of the variable in ``EXEC (@v)`` and
+``EXEC sp_executesql @v``, when the batch itself assigned the variable one string literal (``DECLARE @v <type> =
+N'...'``, ``SET @v = N'...'``). A value built by concatenation or from a query is unknown, and the ``EXEC`` is left
+as written (no lineage, as before). Variables live for one batch, as in T-SQL: the text_fix runs per batch.
+
+A harvest does not count a statement twice: an Extended Events session that also captures the statements run by
+the dynamic SQL reads the batch as a container only (harvesters/sqlserver/reading.py), and the ``EXEC (@sql)``
+statement event carries no assignment.
+"""
+from __future__ import annotations
+
+import re
+
+_LITERAL = r"N?'(?:[^']|'')*'"
+_VARIABLE = r"@[\w@#$]+"
+_EVENTS = re.compile(
+    # an assignment: DECLARE (or a further variable of a DECLARE list) with a type, or SET
+    rf"(?P<assign>(?:\bDECLARE\s+|,\s*|\bSET\s+)(?P<name>{_VARIABLE})"
+    rf"(?:\s+(?:AS\s+)?\w+(?:\s*\(\s*(?:\d+|MAX)\s*\))?)?\s*=\s*(?P<value>{_LITERAL})?(?P<more>\s*[-+*/%|&^])?)"
+    # a batch run from a variable
+    rf"|(?P<run>\bEXEC(?:UTE)?\s*\(\s*|\bEXEC(?:UTE)?\s+(?:\w+\.){{0,2}}sp_executesql\s+(?:@stmt\s*=\s*)?)"
+    rf"(?P<ref>{_VARIABLE})(?![\w@#$])",
+    re.IGNORECASE)
+#: The cheap first test: no batch without these runs a variable.
+_RUNS_A_VARIABLE = re.compile(r"\bEXEC(?:UTE)?\b[^;]*?@", re.IGNORECASE)
+
+
+def inline_string_variables(text: str) -> str:
+    """``text`` with each ``EXEC (@v)`` / ``EXEC sp_executesql @v`` whose variable the batch set to one string
+    literal written with that literal in the variable's place."""
+    if "@" not in text or not _RUNS_A_VARIABLE.search(text):
+        return text
+    values: dict[str, str] = {}
+    out: list[str] = []
+    position = 0
+    for match in _EVENTS.finditer(text):
+        if match.group("assign") is not None:
+            name = match.group("name").casefold()  # (T-SQL variable names follow the collation: usually case-blind)
+            if match.group("value") is not None and match.group("more") is None:
+                values[name] = match.group("value")
+            else:
+                values.pop(name, None)
+            continue
+        value = values.get(match.group("ref").casefold())
+        if value is None:
+            continue
+        out.append(text[position:match.start("ref")])
+        out.append(value)
+        position = match.end("ref")
+    out.append(text[position:])
+    return "".join(out)

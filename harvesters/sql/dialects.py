@@ -15,7 +15,6 @@ import attrs
 from sqlglot import exp
 from sqlglot.tokens import Token
 
-from harvesters.sql.dynamic_sql import inline_string_variables
 from harvesters.sql.forms import (
     ANONYMOUS_PROCEDURES,
     ASYNC_STATEMENTS,
@@ -31,6 +30,7 @@ from harvesters.sql.forms import (
 from harvesters.sql.identifier_clause import name_tokens
 from harvesters.sql.scripting import flatten_blocks
 from harvesters.sql.tsql import fix_tokens as _tsql_fix_tokens
+from harvesters.sql.tsql_text import tsql_text
 
 CaseRule = Literal["upper", "lower", "as_written"]
 # Rewrites a batch's tokens, given with the batch's text, before parsing; returns the tokens and the source spans
@@ -207,7 +207,7 @@ _TSQL: dict[str, Any] = dict(
     batch_separator=_GO,
     definition_runs_to_batch_end=True,
     token_fix=_tsql_fix_tokens,
-    text_fix=inline_string_variables,  # EXEC (@sql) of a variable the batch set to a string: see dynamic_sql.py
+    text_fix=tsql_text,  # EXEC (@sql) of a string variable; WITH CHANGE_TRACKING_CONTEXT: see tsql_text.py
     cte_self_reference_recursive=True,
     commands_end_at_new_statements=True,
     writes_through_ctes=True,

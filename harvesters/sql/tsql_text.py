@@ -1,4 +1,5 @@
-"""T-SQL dynamic SQL held in a variable: ``DECLARE @sql NVARCHAR(MAX) = N'INSERT ...'; EXEC (@sql)``.
+"""T-SQL text fixes: dynamic SQL held in a variable (``DECLARE @sql NVARCHAR(MAX) = N'INSERT ...'; EXEC (@sql)``),
+and the ``WITH CHANGE_TRACKING_CONTEXT (...)`` prefix of a write. :func:`tsql_text` is the T-SQL dialects' ``text_fix``.
 
 The engine reads ``EXEC ('<batch>')`` and ``EXEC sp_executesql N'<batch>'`` as the batch in the string. Written
 through a variable, the batch was lost (no lineage). :func:`inline_string_variables` (the T-SQL dialects'
@@ -27,6 +28,22 @@ _EVENTS = re.compile(
     re.IGNORECASE)
 #: The cheap first test: no batch without these runs a variable.
 _RUNS_A_VARIABLE = re.compile(r"\bEXEC(?:UTE)?\b[^;]*?@", re.IGNORECASE)
+#: ``WITH CHANGE_TRACKING_CONTEXT (<varbinary>)`` before an INSERT/UPDATE/DELETE/MERGE: tags the change for change
+#: tracking, nothing for lineage; sqlglot reads the WITH as a CTE list and rejects the statement.
+_CHANGE_TRACKING_CONTEXT = re.compile(  # (parentheses nested three deep: CAST('etl' AS VARBINARY(128)))
+    r"\bWITH\s+CHANGE_TRACKING_CONTEXT\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)", re.IGNORECASE)
+
+
+def tsql_text(text: str) -> str:
+    """The T-SQL ``text_fix``: :func:`without_change_tracking_context`, then :func:`inline_string_variables`."""
+    return inline_string_variables(without_change_tracking_context(text))
+
+
+def without_change_tracking_context(text: str) -> str:
+    """``text`` with each ``WITH CHANGE_TRACKING_CONTEXT (...)`` blanked (same length: positions in the text stay)."""
+    if "CHANGE_TRACKING_CONTEXT" not in text.upper():
+        return text
+    return _CHANGE_TRACKING_CONTEXT.sub(lambda match: " " * len(match.group(0)), text)
 
 
 def inline_string_variables(text: str) -> str:

@@ -308,10 +308,15 @@ KNOWN_TYPES = frozenset({"amazon_datazone_api", "async_http", "composite", "cons
                          "http", "kafka", "msk-iam", "noop", "transform"})
 
 
+#: Keys a transport type cannot work without (openlineage-python refuses it when it builds the transport, which for
+#: a Spark driver happens in the emitter's child, after the application's first lines: checked with the type instead).
+REQUIRED_KEYS = {"http": ("url",), "async_http": ("url",)}
+
+
 def check_types(transport: Mapping[str, Any], known: Collection[str] | None = None, where: str = "transport") -> None:
-    """Raise ValueError naming a transport (or a composite's member) whose type is missing or unknown.
-    (A dotted type is a class path openlineage-python imports; for a bare unknown word it said "not enough values
-    to unpack (expected 2, got 1)", for a member without one "Failed to import".)"""
+    """Raise ValueError naming a transport (or a composite's member) whose type is missing or unknown, or that lacks
+    a key of :data:`REQUIRED_KEYS`. (A dotted type is a class path openlineage-python imports; for a bare unknown
+    word it said "not enough values to unpack (expected 2, got 1)", for a member without one "Failed to import".)"""
     known = _factory().transports if known is None else known
     kind = str(transport.get("type") or "").strip()
     if not kind:
@@ -320,6 +325,9 @@ def check_types(transport: Mapping[str, Any], known: Collection[str] | None = No
         named = f" ({where}.type)" if where != "transport" else ""
         raise ValueError(f"unknown OpenLineage transport type {kind!r}{named}: one of "
                          f"{', '.join(sorted(known))}, or a transport class's module.Class path")
+    for key in REQUIRED_KEYS.get(kind.lower(), ()):
+        if not transport.get(key):
+            raise ValueError(f"{where}.{key} is not set: the {kind.lower()} transport needs it")
     for name, member in composite_members(transport):
         check_types(member, known, f"{where}.transports.{name}")
 

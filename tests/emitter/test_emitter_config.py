@@ -179,7 +179,7 @@ def test_unknown_keys_are_warned_about(tmp_path, monkeypatch, caplog):
 
 
 UNUSABLE = [  # (id, settings, the error names)
-    ("no_url", {"transport.type": "http"}, "cannot build the 'http' OpenLineage transport"),
+    ("no_url", {"transport.type": "http"}, "transport.url is not set: the http transport needs it"),
     ("timeout_in_millis_not_a_number", {"transport.type": "http", "transport.url": "http://h:1",
                                         "transport.timeoutInMillis": "soon"},
      "transport.timeoutInMillis cannot be used"),
@@ -329,7 +329,8 @@ def test_a_filter_that_cannot_be_used_is_refused(tmp_path, monkeypatch, filters)
 @pytest.mark.parametrize("conf, code, says", [
     (["transport.type=http", "transport.url=http://m:5000"], 0, ""),
     (["transport.type=bogus"], 2, "unknown OpenLineage transport type 'bogus'"),
-    (["transport.type=http", "transport.urll=http://m:5000"], 2, "`url` key not passed"),
+    (["transport.type=http", "transport.urll=http://m:5000"], 2,
+     "transport.url is not set: the http transport needs it"),
     (["transport.type=http", "transport.url=http://m:5000", "transport.timeot=3"], 0,
      "unknown key 'timeot' in the http transport configuration"),
     (["transport.type=file", "transport.location=/nonexistent-dir/x.jsonl"], 0, ""),

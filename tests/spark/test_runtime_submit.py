@@ -229,17 +229,22 @@ def test_the_driver_never_imports_openlineage_python(workdir, hook_pythonpath, c
         assert event["run"]["facets"]["processing_engine"]["name"] == "spark"
 
 
+UNBUILDABLE = [({"spark.openlineage.transport.type": "htpp"}, "unknown OpenLineage transport type 'htpp': one of"),
+               ({"spark.openlineage.transport.type": "http"}, "transport.url is not set: the http transport needs it")]
+
+
+@pytest.mark.parametrize("transport,says", UNBUILDABLE, ids=["type_misspelt", "http_without_url"])
 def test_a_transport_that_cannot_be_built_leaves_the_output_alone(workdir, hook_pythonpath, class_archive,
-                                                                   isolated_lineage_env):
-    """A transport type with a typo: one warning where Spark's go (before the app's setLogLevel), naming the known
-    types, the application's output untouched (not on the driver's stderr, which spark-submit prints as the
-    application's output; openlineage-python, which tried to import `htpp` as a class, is not asked)."""
-    result = submit(workdir, "stop", {**ON, "spark.openlineage.transport.type": "htpp"}, hook_pythonpath,
-                    class_archive, isolated_lineage_env)
+                                                                   isolated_lineage_env, transport, says):
+    """A transport type with a typo, or an http transport without its url: one warning where Spark's go (before the
+    app's setLogLevel, so it is said as the application starts, not when the emitter's child builds the transport),
+    the application's output untouched (not on the driver's stderr, which spark-submit prints as the application's
+    output; openlineage-python, which tried to import `htpp` as a class, is not asked)."""
+    result = submit(workdir, "stop", {**ON, **transport}, hook_pythonpath, class_archive, isolated_lineage_env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "rows: 5"
     ours = [line for line in result.stderr.splitlines() if " lineage_capture: " in line]
-    assert len(ours) == 1 and "unknown OpenLineage transport type 'htpp': one of" in ours[0], ours
+    assert len(ours) == 1 and says in ours[0], ours
 
 
 def test_no_transport_configured_says_where_events_go_once_outside_the_output(workdir, hook_pythonpath,

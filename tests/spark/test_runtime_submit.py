@@ -220,6 +220,7 @@ def test_the_driver_never_imports_openlineage_python(workdir, hook_pythonpath, c
     assert json.loads((Path(workdir) / "importers.json").read_text()) == []
     children = json.loads((Path(workdir) / "emitter_children.json").read_text())
     assert len(children["start"]) == 1 and children["after"] == children["start"], children
+    assert children["started_early"] == children["start"][0], children
     events = read_events(events_file)
     write = "import_spy.execute_insert_into_hadoop_fs_relation_command.lake_spy"
     assert [(e["eventType"], e["job"]["name"]) for e in events] == [
@@ -277,6 +278,7 @@ def test_not_enabled_nothing_is_preloaded(workdir, hook_pythonpath, class_archiv
     assert json.loads((Path(workdir) / "importers.json").read_text()) == []
     children = json.loads((Path(workdir) / "emitter_children.json").read_text())
     assert (len(children["start"]), children["after"]) == (1 if ending else 0, []), children
+    assert children["started_early"] == (children["start"][0] if ending else None), children
     assert list(isolated_lineage_env.iterdir()) == []
     ours = [line.split(" lineage_capture: ", 1)[1] for line in result.stderr.splitlines()
             if " lineage_capture: " in line]

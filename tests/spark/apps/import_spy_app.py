@@ -13,23 +13,34 @@ import threading
 
 
 def emitter_children():
-    """The pids of this process's children running the emitter (emitter.emitter_process)."""
-    pids = []
-    for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/children") as f:
-            pids += [int(pid) for pid in f.read().split()]
+    """The pids of this process's children running the emitter (emitter.emitter_process): every process whose
+    parent is this one, from /proc/<pid>/stat (the /proc/<pid>/task/<tid>/children files are documented as
+    unreliable unless the children are stopped)."""
     found = []
-    for pid in pids:
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                parent = int(f.read().rsplit(b")", 1)[1].split()[1])
+            if parent != os.getpid():
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
                 if b"emitter.emitter_process" in f.read():
-                    found.append(pid)
-        except OSError:
+                    found.append(int(entry))
+        except (OSError, ValueError, IndexError):
             continue
     return sorted(found)
 
 
-children = {"start": emitter_children()}
+def started_early():
+    """The pid of the child the start-up hook says it started (diagnostics for a failing assertion), or None."""
+    startup = sys.modules.get("spark_plugin._startup")
+    child = getattr(startup, "_state", {}).get("emitter_child") if startup else None
+    return None if child is None else child.pid
+
+
+children = {"start": emitter_children(), "started_early": started_early()}
 
 importers = []
 phase = ["before"]

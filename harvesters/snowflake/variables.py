@@ -18,9 +18,11 @@ from collections.abc import Mapping
 #: An unquoted Snowflake identifier (a variable's name; Snowflake compares them case-insensitively).
 _NAME = r"[A-Za-z_][A-Za-z0-9_$]*"
 _LITERAL = r"'(?:[^'\\]|''|\\.)*'"
+#: What may stand between a statement's start and its first word: blanks and comments.
+_GAP = r"(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*"
 #: A statement that sets or unsets variables (at the text's start or after a `;`), or a reference that names a table
 _EVENTS = re.compile(
-    rf"(?P<set>(?:\A|;)(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*(?P<verb>UNSET|SET)\s+(?:(?P<one>{_NAME})\s*(?:=\s*(?P<value>{_LITERAL}|[^;]*))?"
+    rf"(?P<set>(?:\A|;){_GAP}(?P<verb>UNSET|SET)\s+(?:(?P<one>{_NAME})\s*(?:=\s*(?P<value>{_LITERAL}|[^;]*))?"
     rf"|\(\s*(?P<many>{_NAME}(?:\s*,\s*{_NAME})*)\s*\)\s*(?:=\s*(?P<values>\([^;]*))?))"
     rf"|(?P<ref>\b(?:IDENTIFIER|TABLE)\s*\(\s*)\$(?P<var>{_NAME})(?P<close>\s*\))",
     re.IGNORECASE | re.DOTALL)
@@ -29,8 +31,8 @@ _ITEM = re.compile(rf"{_LITERAL}|[^,]+")
 #: A statement setting variables, at the text's start (``match``) or after a ``;`` (``search``): the cheap first
 #: test, two patterns because one starting with ``(?:\A|;)`` is tried at every position (3.8 us for an UPDATE's
 #: 150 characters; these, 0.5 us, 1.2 us with a `;`: every history row is tested).
-_SETS_FIRST = re.compile(r"(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*(?:UN)?SET\s", re.IGNORECASE | re.DOTALL)
-_SETS_LATER = re.compile(r";(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*(?:UN)?SET\s", re.IGNORECASE | re.DOTALL)
+_SETS_FIRST = re.compile(rf"{_GAP}(?:UN)?SET\s", re.IGNORECASE | re.DOTALL)
+_SETS_LATER = re.compile(rf";{_GAP}(?:UN)?SET\s", re.IGNORECASE | re.DOTALL)
 
 
 def resolve(text: str, variables: Mapping[str, str]) -> tuple[str, Mapping[str, str]]:

@@ -2,11 +2,11 @@
 and the ``WITH CHANGE_TRACKING_CONTEXT (...)`` prefix of a write. :func:`tsql_text` is the T-SQL dialects' ``text_fix``.
 
 The engine reads ``EXEC ('<batch>')`` and ``EXEC sp_executesql N'<batch>'`` as the batch in the string. Written
-through a variable, the batch was lost (no lineage). :func:`inline_string_variables` (the T-SQL dialects'
-``text_fix``) writes the string a variable holds in place of the variable in ``EXEC (@v)`` and
-``EXEC sp_executesql @v``, when the batch itself assigned the variable one string literal (``DECLARE @v <type> =
-N'...'``, ``SET @v = N'...'``). A value built by concatenation or from a query is unknown, and the ``EXEC`` is left
-as written (no lineage, as before). Variables live for one batch, as in T-SQL: the text_fix runs per batch.
+through a variable, the batch was lost (no lineage). :func:`inline_string_variables` writes the string a variable
+holds in place of the variable in ``EXEC (@v)`` and ``EXEC sp_executesql @v``, when the batch itself assigned the
+variable one string literal (``DECLARE @v <type> = N'...'``, ``SET @v = N'...'``). A value built by concatenation or
+from a query is unknown, and the ``EXEC`` is left as written (no lineage, as before). Variables live for one batch,
+as in T-SQL: the text_fix runs per batch.
 
 A harvest does not count a statement twice: an Extended Events session that also captures the statements run by
 the dynamic SQL reads the batch as a container only (harvesters/sqlserver/reading.py), and the ``EXEC (@sql)``

@@ -348,9 +348,11 @@ class Application:
         if self.listener.active:
             self.worker.submit(batch)
 
-    def rdd_records(self, action: rdd_jobs.RddAction) -> list[RunRecord]:
+    def rdd_records(self, action: rdd_jobs.RddAction, jobs_end_wait_s: float = rdd_jobs.JOBS_END_WAIT_S
+                    ) -> list[RunRecord]:
         """START, then COMPLETE/FAIL when it wrote (or failed), of an RDD-only job; nothing when it read and
-        wrote nothing (the JVM's RddExecutionContext)."""
+        wrote nothing (the JVM's RddExecutionContext). ``jobs_end_wait_s``: how long its statistics may wait for
+        Spark's status store to see its jobs end (none for an action the application's end interrupted)."""
         from emitter import naming
         from spark_plugin.plan_context import RawDataset, path_raw
         from spark_plugin.plan_inputs import _rdd_input_dirs
@@ -377,6 +379,8 @@ class Application:
                              **common)]
         if output is None and action.error is None:
             return records  # the JVM sends no end event for a job without an output
+        if jobs_end_wait_s > 0 and not self._spooling:  # (the end spooling this item waits for nothing more)
+            rdd_jobs.wait_for_jobs(self.sc, own_jobs, jobs_end_wait_s)
         stats = rdd_jobs.job_statistics(self.sc, action.first_job, action.last_job, own_jobs)
         end_inputs, end_outputs = start_inputs, start_outputs
         if len(start_inputs) == 1 and facets.enabled("inputStatistics") and own_jobs:  # (none known: no numbers)
@@ -939,7 +943,7 @@ class Application:
                                        tracked.job_suffix, facets)
                    for tracked in unfinished]
         for action in rdd_actions:
-            records += self.guard.call("rdd lineage", self.rdd_records, action) or []
+            records += self.guard.call("rdd lineage", self.rdd_records, action, 0.0) or []
         if records and not self.config_disabled():
             self._deliver(self._finished(records), self._end_unfinished_runs)
 

@@ -23,6 +23,7 @@ import os
 import re
 import sys
 import threading
+import time
 from datetime import datetime, timezone
 from typing import Any
 
@@ -191,6 +192,35 @@ def wait_for_listener_bus(sc: Any) -> None:
         _context_proxies(sc)[0].waitUntilEmpty(2000)
     except Exception:  # noqa: BLE001 - a busy bus: what the store holds is used
         pass
+
+
+#: How long the worker waits, at most, for Spark's status store to see an RDD action's jobs end before it reads
+#: their statistics. The store learns of a job's end from the listener bus's status queue: within milliseconds on a
+#: quiet driver (the first look finds it), seconds behind on a loaded one, where one 2 s wait for the whole bus read
+#: the stage data of a job still running (statistics 0).
+JOBS_END_WAIT_S = 5.0
+
+
+def wait_for_jobs(sc: Any, jobs: range | list[int], timeout_s: float) -> bool:
+    """Until Spark's status store has seen every one of ``jobs`` end (their stage data, the statistics, is final
+    then), for at most ``timeout_s``: True when it has. One look (a few py4j calls a job), then one every 50 ms."""
+    store = _context_proxies(sc)[1]
+    deadline = time.monotonic() + timeout_s
+    pending = list(jobs)
+    while True:
+        pending = [job_id for job_id in pending if not _ended_in_store(store, job_id)]
+        if not pending:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _ended_in_store(store: Any, job_id: int) -> bool:
+    try:
+        return str(store.job(job_id).status().toString()) not in ("RUNNING", "UNKNOWN")
+    except Exception:  # noqa: BLE001 - a job the store has not seen start yet
+        return False
 
 
 def _next_job_id(sc: Any) -> int:

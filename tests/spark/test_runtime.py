@@ -449,6 +449,35 @@ JOB_DETAIL_CASES = [
 ]
 
 
+def test_rdd_statistics_wait_for_the_status_store_to_see_the_jobs_end(spark):
+    """The statistics of an RDD action are read once Spark's status store has seen its jobs end (a loaded driver's
+    listener bus lags): ``wait_for_jobs`` says whether it has, and waits no longer than it is given."""
+    from spark_plugin import rdd_jobs
+
+    sc = spark.sparkContext
+    ended = rdd_jobs._next_job_id(sc)
+    sc.parallelize([1, 2], 1).count()
+    running = rdd_jobs._next_job_id(sc)
+    started = threading.Event()
+
+    def slow(rows: Any) -> Any:
+        time.sleep(3)
+        return rows
+
+    thread = threading.Thread(target=lambda: (started.set(), sc.parallelize([1], 1).mapPartitions(slow).collect()))
+    thread.start()
+    started.wait()
+    try:
+        assert rdd_jobs.wait_for_jobs(sc, [ended], 0.0) is True
+        assert rdd_jobs.wait_for_jobs(sc, [running + 1000], 0.1) is False  # a job the store has not seen
+        assert rdd_jobs.wait_for_jobs(sc, [ended, running], 0.3) is False  # still running
+        began = time.monotonic()
+        assert rdd_jobs.wait_for_jobs(sc, [ended, running], 30.0) is True
+        assert time.monotonic() - began < 10  # ends with the job, not at the timeout
+    finally:
+        thread.join()
+
+
 @pytest.mark.parametrize("name,conf,action,expected", JOB_DETAIL_CASES, ids=[c[0] for c in JOB_DETAIL_CASES])
 def test_rdd_job_start_has_job_details(spark, workdir, name, conf, action, expected):
     """The JVM's ``spark_jobDetails`` run facet on the events it builds from a Spark job's start: an RDD job's

@@ -29,6 +29,7 @@ from harvesters.sql.forms import (
 )
 from harvesters.sql.identifier_clause import name_tokens
 from harvesters.sql.scripting import flatten_blocks
+from harvesters.sql.scripting_variables import inline_scripting_variables
 from harvesters.sql.tsql import fix_tokens as _tsql_fix_tokens
 from harvesters.sql.tsql_text import tsql_text
 
@@ -166,12 +167,13 @@ _START_TRANSACTION = re.compile(r"(^|;)(\s*)START(\s+TRANSACTION\b)", re.IGNOREC
 
 
 def _snowflake_text(text: str) -> str:
-    """Snowflake forms sqlglot cannot tokenize or parse, written as forms it can (see the patterns above)."""
+    """Snowflake forms sqlglot cannot tokenize or parse, written as forms it can (see the patterns above), and
+    Scripting variables naming a table or holding a statement, by their values (see scripting_variables.py)."""
     if "*" in text:
         text = _FILE_COMMAND.sub(lambda m: m.group(1) + _UNQUOTED_PATH.sub(r"'\1'", m.group(2)), text)
     if "FILE_FORMAT" in text.upper():
         text = _FORMAT_NAME.sub(r"\1(FORMAT_NAME = \2)", text)
-    return _START_TRANSACTION.sub(r"\1\2BEGIN\3", text)
+    return inline_scripting_variables(_START_TRANSACTION.sub(r"\1\2BEGIN\3", text))
 
 
 def split_batches(sql: str, separator: re.Pattern[str] | None) -> list[str]:

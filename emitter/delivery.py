@@ -77,10 +77,22 @@ class Counts:
         return attrs.evolve(self)
 
 
+class EventRefused(Exception):
+    """A transport's final refusal of one event, not of its destination (kafka: a message too large for the
+    broker): set aside as a dead letter, as an HTTP 4xx is. ``status``: the HTTP status of the same refusal (what
+    the dead letters record), ``answer``: what the destination said."""
+
+    def __init__(self, status: int, answer: str) -> None:
+        super().__init__(answer)
+        self.status, self.answer = status, answer
+
+
 def rejection(error: BaseException) -> tuple[int, str] | None:
     """(status, answer) when ``error`` is the backend's final refusal of an event (an HTTP 4xx other than
     408/429, or a redirect that a POST cannot follow: 3xx but 307/308; read from the ``response`` that requests'
-    and httpx's errors carry), else None."""
+    and httpx's errors carry; or an :class:`EventRefused`), else None."""
+    if isinstance(error, EventRefused):
+        return error.status, error.answer
     status = _status(error)
     if status is None or not 300 <= status < 500 or status in TRANSIENT_4XX | REPOSTED_REDIRECTS | DESTINATION_4XX:
         return None

@@ -11,6 +11,8 @@ delivery spools the event), keys each run's events by its root job as openlineag
 (one partition per job hierarchy: read in order), and bounds the wait by ``message.timeout.ms``
 (:data:`DEFAULT_MESSAGE_TIMEOUT_MS` unless configured): a dead broker costs one such wait, then the delivery's
 back-off. Each event waits for its acknowledgement (``flush: false`` would count unacknowledged events delivered).
+A refusal of the message itself (:data:`MESSAGE_REFUSALS`: too large, invalid) raises
+:class:`~emitter.delivery.EventRefused`: the event is set aside as a dead letter and delivery goes on.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from typing import Any
 import orjson
 from openlineage.client.transport.kafka import KafkaConfig
 from openlineage.client.transport.transport import Transport
+
+from emitter.delivery import EventRefused
 
 #: How long the broker has to acknowledge an event before it is a failure for now (librdkafka's default is five
 #: minutes: each event of a run with the broker down would have waited that long). ``message.timeout.ms`` sets it.
@@ -50,6 +54,12 @@ def _librdkafka_log() -> logging.Logger:
     if not any(isinstance(f, _OncePerFacility) for f in logger.filters):
         logger.addFilter(_OncePerFacility())
     return logger
+
+
+#: Kafka's refusals of one message, never of the topic or the broker (by librdkafka's names): sending it again
+#: cannot help, and in the spool it would hold every later event back for ever. Set aside as dead letters under the
+#: HTTP status of the same refusal.
+MESSAGE_REFUSALS = {"MSG_SIZE_TOO_LARGE": 413, "INVALID_MSG_SIZE": 413, "INVALID_MSG": 400, "INVALID_RECORD": 400}
 
 
 class KafkaDeliveryError(ConnectionError):
@@ -98,6 +108,9 @@ class CheckedKafkaTransport(Transport):
         settings.setdefault("logger", _librdkafka_log())
         self._wait_s = float(settings["message.timeout.ms"]) / 1000 + 1.0  # (librdkafka reports by then)
         self.producer = confluent_kafka.Producer(settings)  # a bad setting raises KafkaException: said at start
+        self._exception = confluent_kafka.KafkaException
+        self._refusals = {getattr(confluent_kafka.KafkaError, name): status
+                          for name, status in MESSAGE_REFUSALS.items()}
 
     def emit(self, event: Any) -> None:
         answers: list[Any] = []
@@ -107,15 +120,26 @@ class CheckedKafkaTransport(Transport):
             from openlineage.client.serde import Serde
 
             value = Serde.to_json(event).encode("utf-8")
-        self.producer.produce(self.config.topic, value=value, key=self.config.messageKey or message_key(event),
-                              on_delivery=lambda error, _message: answers.append(error))
+        try:  # (librdkafka refuses a message over its message.max.bytes here, before any broker sees it)
+            self.producer.produce(self.config.topic, value=value, key=self.config.messageKey or message_key(event),
+                                  on_delivery=lambda error, _message: answers.append(error))
+        except self._exception as error:
+            self._raise_if_refused(error.args[0] if error.args else None)
+            raise
         if self.producer.flush(self._wait_s) or not answers:  # not even a timeout reported: taken back, a failure
             self.producer.purge()
             self.producer.flush(0)
             raise KafkaDeliveryError(f"kafka topic {self.config.topic!r}: no acknowledgement within "
                                      f"{self._wait_s:g} s")
         if answers[0] is not None:
+            self._raise_if_refused(answers[0])
             raise KafkaDeliveryError(f"kafka topic {self.config.topic!r}: {answers[0].str()}")
+
+    def _raise_if_refused(self, error: Any) -> None:
+        """Raise :class:`EventRefused` when librdkafka's ``error`` (a KafkaError) refuses this one message."""
+        status = self._refusals.get(error.code()) if hasattr(error, "code") else None
+        if status is not None:
+            raise EventRefused(status, f"kafka topic {self.config.topic!r}: {error.str()}")
 
     def close(self, timeout: float = -1) -> bool:
         return not self.producer.flush(max(timeout, 0.0) if timeout >= 0 else self._wait_s)

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 from test_emitter_delivery import numbered_records
 
@@ -126,6 +127,29 @@ def test_a_broker_that_acknowledges_gets_every_event_once_keyed_by_run_in_order(
         assert len({p for p, k, _ in messages if k == key}) == 1
         assert [e["eventType"] for _, k, e in messages if k == key] == ["START", "COMPLETE"]
     assert capfd.readouterr().err == ""
+
+
+def test_a_message_refused_for_its_size_is_set_aside_and_the_rest_go_on(kafka_broker):
+    """A permanent refusal of one message (here librdkafka's: over its ``message.max.bytes``, 1 MB; the mock
+    broker enforces no limit of its own, a real broker answers the same error) must not hold the events behind it
+    in the spool for ever (it did: every later event was spooled, and each replay stopped at it): it goes to the
+    dead letters."""
+    conf = {"transport.type": "kafka", "transport.topicName": "lineage",
+            "transport.properties.bootstrap.servers": kafka_broker}
+    records = numbered_records(3)
+    huge = attrs.evolve(records[2], run_facets={"big": {"_producer": "p", "_schemaURL": "https://x/y#/$defs/Big",
+                                                        "blob": "x" * 1_500_000}})
+    emitter = Emitter.from_config(conf)
+    for record in [*records[:2], huge, *records[3:]]:
+        emitter.emit(record)
+    counts = emitter.close()
+    assert (counts.delivered, counts.dead_lettered, counts.spooled, counts.dropped) == (5, 1, 0, 0)
+    letters = emitter.spool.dead_letters()
+    assert [(letter["status"], letter["event"]["run"]["runId"], letter["event"]["eventType"]) for letter in letters] \
+        == [(413, huge.run_id, "START")]
+    assert "Message size too large" in letters[0]["answer"]
+    delivered = [(e["run"]["runId"], e["eventType"]) for _, _, e in consumed(kafka_broker, "lineage", 5)]
+    assert sorted(delivered) == sorted((r.run_id, r.event_type) for r in records if r is not records[2])
 
 
 def test_a_harvest_delivered_to_kafka_advances_its_state(kafka_broker, tmp_path: Path):

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import re
 
+from harvesters.sql.string_variables import inline_assigned_strings
+
 _NAME = r"[A-Za-z_][\w$]*"
 #: A Snowflake string literal: single-quoted (``''`` and backslash escapes) or dollar-quoted.
 _LITERAL = r"'(?:[^'\\]|''|\\.)*'|\$\$.*?\$\$"
@@ -49,26 +51,15 @@ def inline_scripting_variables(text: str) -> str:
     set to one string literal written with that literal in the reference's place."""
     if not _refers(text.upper()):
         return text
-    values: dict[str, str] = {}
-    out: list[str] = []
-    position = 0
-    for match in _EVENTS.finditer(text):
-        if match.group("assign") is not None:
-            name = match.group("name").casefold()  # (unquoted names are case-blind)
-            if match.group("value") is not None and match.group("more") is None:
-                values[name] = match.group("value")
-            else:
-                values.pop(name, None)
-            continue
-        group = "table" if match.group("table") is not None else "statement"
-        literal = values.get(match.group(group).lstrip(":").casefold())
-        if literal is None or (group == "table" and (literal := _single_quoted(literal)) is None):
-            continue
-        out.append(text[position:match.start(group)])
-        out.append(literal)
-        position = match.end(group)
-    out.append(text[position:])
-    return "".join(out)
+    return inline_assigned_strings(text, _EVENTS, _replacement)
+
+
+def _replacement(match: re.Match[str], values: dict[str, str]) -> tuple[str, str] | None:
+    group = "table" if match.group("table") is not None else "statement"
+    literal = values.get(match.group(group).lstrip(":").casefold())  # (unquoted names are case-blind)
+    if literal is not None and group == "table":
+        literal = _single_quoted(literal)
+    return None if literal is None else (group, literal)
 
 
 def _refers(upper: str) -> bool:

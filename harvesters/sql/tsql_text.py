@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from harvesters.sql.string_variables import inline_assigned_strings
+
 _LITERAL = r"N?'(?:[^']|'')*'"
 _VARIABLE = r"@[\w@#$]+"
 _EVENTS = re.compile(
@@ -51,22 +53,9 @@ def inline_string_variables(text: str) -> str:
     literal written with that literal in the variable's place."""
     if "@" not in text or not _RUNS_A_VARIABLE.search(text):
         return text
-    values: dict[str, str] = {}
-    out: list[str] = []
-    position = 0
-    for match in _EVENTS.finditer(text):
-        if match.group("assign") is not None:
-            name = match.group("name").casefold()  # (T-SQL variable names follow the collation: usually case-blind)
-            if match.group("value") is not None and match.group("more") is None:
-                values[name] = match.group("value")
-            else:
-                values.pop(name, None)
-            continue
-        value = values.get(match.group("ref").casefold())
-        if value is None:
-            continue
-        out.append(text[position:match.start("ref")])
-        out.append(value)
-        position = match.end("ref")
-    out.append(text[position:])
-    return "".join(out)
+    return inline_assigned_strings(text, _EVENTS, _replacement)
+
+
+def _replacement(match: re.Match[str], values: dict[str, str]) -> tuple[str, str] | None:
+    value = values.get(match.group("ref").casefold())  # (names follow the collation: usually case-blind)
+    return None if value is None else ("ref", value)

@@ -4,11 +4,13 @@ dbt macros and hand-written scripts name tables through session variables; QUERY
 as written, so ``IDENTIFIER($tbl)`` (or ``TABLE($tbl)``) names a table only for whoever saw the session's ``SET``
 (an earlier row of the session, or an earlier statement of the same text). :func:`resolve` reads a text's
 ``SET``/``UNSET`` statements in order and writes each reference to a variable that holds a string as that string
-(``IDENTIFIER('db.s.t')``, which the parser reads as the table), so the text parses as what ran.
+(``IDENTIFIER('db.s.t')``, which the parser reads as the table), and ``EXECUTE IMMEDIATE $stmt`` as the statement
+the variable holds (``EXECUTE IMMEDIATE '<sql>'``, read as that SQL), so the text parses as what ran.
 
-Only string literals are taken (``SET v = 'x'``, ``SET (a, b) = ('x', 'y')``); a variable set from an expression
-or a query is unknown from then on, and its references are left as they are (no dataset, as before). The values
-live in the harvest's memory only: a variable may hold a secret, so they are never logged nor kept in the state.
+Only string literals are taken (``SET v = 'x'``, ``SET v = $$x$$``, ``SET (a, b) = ('x', 'y')``); a variable set
+from an expression or a query is unknown from then on, and its references are left as they are (no dataset, as
+before). The values live in the harvest's memory only: a variable may hold a secret, so they are never logged nor
+kept in the state.
 """
 from __future__ import annotations
 
@@ -17,14 +19,18 @@ from collections.abc import Mapping
 
 #: An unquoted Snowflake identifier (a variable's name; Snowflake compares them case-insensitively).
 _NAME = r"[A-Za-z_][A-Za-z0-9_$]*"
-_LITERAL = r"'(?:[^'\\]|''|\\.)*'"
+#: A string literal: single-quoted, or dollar-quoted (as Snowflake's docs set a statement to run); a $$ literal
+#: holds no $$ (``$$a$$ || $$b$$`` is an expression, not one literal)
+_LITERAL = r"'(?:[^'\\]|''|\\.)*'|\$\$(?:(?!\$\$).)*\$\$"
 #: What may stand between a statement's start and its first word: blanks and comments.
 _GAP = r"(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*"
 #: A statement that sets or unsets variables (at the text's start or after a `;`), or a reference that names a table
 _EVENTS = re.compile(
-    rf"(?P<set>(?:\A|;){_GAP}(?P<verb>UNSET|SET)\s+(?:(?P<one>{_NAME})\s*(?:=\s*(?P<value>{_LITERAL}|[^;]*))?"
+    rf"(?P<set>(?:\A|;){_GAP}(?P<verb>UNSET|SET)\s+(?:(?P<one>{_NAME})\s*(?:=\s*(?P<value>(?:{_LITERAL}|[^;'$]|\$(?!\$))*))?"
     rf"|\(\s*(?P<many>{_NAME}(?:\s*,\s*{_NAME})*)\s*\)\s*(?:=\s*(?P<values>\([^;]*))?))"
-    rf"|(?P<ref>\b(?:IDENTIFIER|TABLE)\s*\(\s*)\$(?P<var>{_NAME})(?P<close>\s*\))",
+    rf"|(?P<ref>\b(?:IDENTIFIER|TABLE)\s*\(\s*)\$(?P<var>{_NAME})(?P<close>\s*\))"
+    # a statement held by a variable (``SET stmt = $$INSERT ...$$; EXECUTE IMMEDIATE $stmt``)
+    rf"|(?P<run>\bEXECUTE\s+IMMEDIATE\s+)\$(?P<statement>{_NAME})(?=\s*(?:;|\bUSING\b|\Z))",
     re.IGNORECASE | re.DOTALL)
 #: The items of a ``SET (a, b) = ('x', 'y')`` list: string literals, or anything else up to a comma.
 _ITEM = re.compile(rf"{_LITERAL}|[^,]+")
@@ -50,11 +56,16 @@ def resolve(text: str, variables: Mapping[str, str]) -> tuple[str, Mapping[str, 
         if match.group("set") is not None:
             _apply(match, current)
             continue
-        value = current.get(match.group("var").upper())
-        if value is None:
+        if match.group("run") is not None:  # (EXECUTE IMMEDIATE takes either kind of literal)
+            value = current.get(match.group("statement").upper())
+            replaced = None if value is None else f"{match.group('run')}{value}"
+        else:
+            value = _single_quoted(current.get(match.group("var").upper()))
+            replaced = None if value is None else f"{match.group('ref')}{value}{match.group('close')}"
+        if replaced is None:
             continue
         out.append(text[position:match.start()])
-        out.append(f"{match.group('ref')}{value}{match.group('close')}")
+        out.append(replaced)
         position = match.end()
     out.append(text[position:])
     return "".join(out), current
@@ -79,6 +90,15 @@ def _literal(value: str | None) -> str | None:
     """The literal as written (quotes kept: it goes back into SQL), None when the value is not one string."""
     value = (value or "").strip()
     return value if re.fullmatch(_LITERAL, value) else None
+
+
+def _single_quoted(literal: str | None) -> str | None:
+    """A table's name as ``IDENTIFIER('...')`` takes it: a ``$$name$$`` written in single quotes (None when it
+    holds a quote or a backslash, which would need escaping)."""
+    if literal is None or not literal.startswith("$$"):
+        return literal
+    inner = literal[2:-2]
+    return None if "'" in inner or "\\" in inner else f"'{inner}'"
 
 
 def _literals(values: str | None, count: int) -> list[str | None]:

@@ -33,6 +33,18 @@ CASES = [
     ("UPDATE t SET col = 'x' WHERE id = 1", {}, "UPDATE t SET col = 'x' WHERE id = 1", {}),
     ("ALTER SESSION SET QUERY_TAG = 'etl'", {}, "ALTER SESSION SET QUERY_TAG = 'etl'", {}),
     ("SELECT $1, $2 FROM @stage", {"TBL": T}, "SELECT $1, $2 FROM @stage", {"TBL": T}),
+    # a value that starts with a literal and goes on is an expression; a ';' inside a literal ends nothing
+    ("SET tbl = 'db.s.' || 't'", {"TBL": T}, "SET tbl = 'db.s.' || 't'", {}),
+    ("SET q = 'a;b'", {}, "SET q = 'a;b'", {"Q": "'a;b'"}),
+    # a statement held by a variable, dollar-quoted as Snowflake's docs write it, run by EXECUTE IMMEDIATE
+    ("SET stmt = $$INSERT INTO x.y.t SELECT 1$$; EXECUTE IMMEDIATE $stmt;", {},
+     "SET stmt = $$INSERT INTO x.y.t SELECT 1$$; EXECUTE IMMEDIATE $$INSERT INTO x.y.t SELECT 1$$;",
+     {"STMT": "$$INSERT INTO x.y.t SELECT 1$$"}),
+    ("EXECUTE IMMEDIATE $stmt USING (v)", {"STMT": "'DELETE FROM t'"}, "EXECUTE IMMEDIATE 'DELETE FROM t' USING (v)",
+     {"STMT": "'DELETE FROM t'"}),
+    ("SET t = $$x.y.t$$; SELECT * FROM IDENTIFIER($t)", {}, "SET t = $$x.y.t$$; SELECT * FROM IDENTIFIER('x.y.t')",
+     {"T": "$$x.y.t$$"}),
+    ("SET t = $$x.y$$ || $$.t$$", {"T": T}, "SET t = $$x.y$$ || $$.t$$", {}),
 ]
 
 

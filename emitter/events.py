@@ -15,8 +15,8 @@ from openlineage.client.facet_v2 import job_type_job, parent_run
 
 from emitter.naming import safe_namespace
 from emitter.records import Dataset, JobType, RunRecord, RunRef
+from emitter.version import VERSION
 
-VERSION = "0.1.0"
 #: Identifies this project as the producer of its events and facets.
 PRODUCER = f"urn:lineage-capture:{VERSION}"
 

@@ -18,7 +18,6 @@ import attr
 import orjson
 
 from emitter.config import composite_members
-from emitter.keepalive_http import direct_target, keepalive_http_transport
 
 log = logging.getLogger(__name__)
 
@@ -202,8 +201,10 @@ def _factory() -> Any:
     from openlineage.client.transport import get_default_factory
     from openlineage.client.transport.factory import DefaultTransportFactory
 
-    factory = DefaultTransportFactory()
     from emitter.kafka_transport import CheckedKafkaTransport
+    from emitter.keepalive_http import keepalive_http_transport
+
+    factory = DefaultTransportFactory()
 
     factory.transports = {**get_default_factory().transports, "file": _json_lines_file_transport(),
                            "http": keepalive_http_transport(), "kafka": CheckedKafkaTransport}
@@ -283,6 +284,8 @@ def create_transport(transport: Mapping[str, Any] | None, announce: bool = True,
         warn_unknown_keys(transport)
         _warn_two_credentials(transport)
     if str(transport.get("type")).lower() == "http":
+        from emitter.keepalive_http import direct_target
+
         transport = _no_read_retries(transport)
         if direct_target(dict(transport)) is None:  # the stock requests path: make its session cheaper
             transport = _environment_read_once(transport)

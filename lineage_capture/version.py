@@ -7,14 +7,10 @@ DISTRIBUTION = "lineage-capture"
 
 
 def version() -> str:
-    """The version pip installed (``importlib.metadata``), else ``unknown`` when run from a bare checkout."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed_version
+    """This package's version: emitter/version.py's ``VERSION``, which pyproject.toml builds the wheel with."""
+    from emitter.version import VERSION
 
-    try:
-        return installed_version(DISTRIBUTION)
-    except PackageNotFoundError:
-        return "unknown"
+    return VERSION
 
 
 class _VersionAction(argparse.Action):

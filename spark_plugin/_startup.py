@@ -245,57 +245,15 @@ def on_context_made(sc: Any) -> None:
 
 
 def preload() -> None:
-    """Import :data:`PRELOAD` and look up the plugin's own version (on the preload thread). A module that fails to
-    import is left to the part that needs it, which reports it: nothing is said here."""
+    """Import :data:`PRELOAD` (on the preload thread). A module that fails to import is left to the part that needs
+    it, which reports it: nothing is said here."""
     import importlib
-    import threading
 
-    finder = _DirectoriesFirst(threading.get_ident())
-    sys.meta_path.insert(0, finder)
-    try:
-        for name in PRELOAD:
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001, S112 - see the docstring: the worker's warm-up reports it
-                continue
+    for name in PRELOAD:
         try:
-            from spark_plugin.facets import adapter_version
-
-            adapter_version()  # cached: the facets read it on the worker
-        except Exception:  # noqa: BLE001, S110 - the facets look it up again and report
-            pass
-    finally:
-        finder.thread_id = None  # a later thread may get this thread's id
-
-
-class _DirectoriesFirst:
-    """A meta path finder that finds no module. On the preload thread only, it answers ``importlib.metadata``'s
-    lookup of a distribution from the directories on ``sys.path``, before the standard search, which first lists
-    every entry of the archives spark-submit puts ahead of site-packages (pyspark.zip, py4j's zip, the spark-core
-    jar: ~50 ms of CPU, which httpx2 pays at import to read its own version, a quarter of openlineage-python's
-    import). What it finds is what the standard search finds unless one of those archives held the same
-    distribution; when it finds nothing, the standard search runs as usual.
-
-    It stays in ``sys.meta_path`` once the preload is over (removing it could make another thread's import, which
-    iterates that list, skip a finder); other threads only ever see ``find_spec`` answer None."""
-
-    def __init__(self, thread_id: int) -> None:
-        self.thread_id: int | None = thread_id
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
-        return None
-
-    def find_distributions(self, context: Any = None) -> Any:
-        import threading
-
-        name = getattr(context, "name", None)
-        # an explicit path (below) is the standard search's to answer: no recursion
-        if name is None or threading.get_ident() != self.thread_id or context.path is not sys.path:
-            return iter(())
-        import os
-        from importlib.metadata import distributions
-
-        return iter(distributions(name=name, path=[entry for entry in sys.path if os.path.isdir(entry or ".")]))
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001, S112 - see the docstring: the worker's warm-up reports it
+            continue
 
 
 def _flag(value: Any) -> bool:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import threading
@@ -28,23 +27,18 @@ else:
 
 log = logging.getLogger("spark_plugin")
 
-DISTRIBUTION = "lineage-capture"
 T = TypeVar("T")
 
 
 
 
-@functools.lru_cache(maxsize=1)
 def adapter_version() -> str:
-    """This package's installed version (the ``openlineageAdapterVersion`` of ``processing_engine``)."""
-    from importlib.metadata import PackageNotFoundError, version
+    """This package's version (the ``openlineageAdapterVersion`` of ``processing_engine``): the one the wheel is
+    built with (emitter/version.py), not looked up in the installed metadata
+    (``importlib.metadata``: ~50 ms of the driver's CPU as its context is made)."""
+    from emitter.version import VERSION
 
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:  # running from a source checkout that is not installed
-        from emitter.events import VERSION
-
-        return VERSION
+    return VERSION
 
 
 def engine_facets(spark_version: str, spark_conf: Mapping[str, str], captured: Iterable[str]) -> dict[str, Any]:

@@ -18,3 +18,13 @@ def test_every_subcommand_prints_the_version(capsys, command):
         code = ended.code
     assert code == 0
     assert capsys.readouterr().out == f"{DISTRIBUTION} {version()}\n"
+
+
+def test_the_version_is_the_installed_distributions():
+    """One source: pyproject.toml builds the wheel with emitter/version.py's VERSION, which the commands and the
+    Spark facets report without looking the metadata up."""
+    from importlib.metadata import version as installed_version
+
+    from spark_plugin.facets import adapter_version
+
+    assert version() == adapter_version() == installed_version(DISTRIBUTION)

@@ -391,56 +391,6 @@ def test_the_emitter_child_starts_early_when_spark_submits_command_line_enables_
     assert result.stdout.strip() == str(expected)
 
 
-PRELOAD_FINDER_CHECK = """
-import importlib.metadata as md, json, sys, threading
-sys.path.insert(0, sys.argv[1])  # an archive first on sys.path, as spark-submit puts pyspark.zip
-from spark_plugin import _startup
-_startup.PRELOAD = ()
-seen = {"main": md.version("attrs"), "only_archived": md.version("only-archived")}
-
-def preload_then_look():
-    _startup.preload()  # installs the finder, active on this thread while it runs, then inert
-    seen["preload_after"] = md.version("attrs")
-
-def on_the_preload_thread():
-    finder = next(f for f in sys.meta_path if isinstance(f, _startup._DirectoriesFirst))
-    finder.thread_id = threading.get_ident()  # as while preload() runs on this thread
-    seen["thread"] = md.version("attrs")
-    seen["thread_only_archived"] = md.version("only-archived")
-    finder.thread_id = None
-
-for target in (preload_then_look, on_the_preload_thread):
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-seen["main_after"] = md.version("attrs")
-seen["finders"] = sum(isinstance(f, _startup._DirectoriesFirst) for f in sys.meta_path)
-print(json.dumps(seen))
-"""
-
-
-def test_preload_looks_distributions_up_in_directories_first(tmp_path):
-    """While the preload runs, its distribution lookups skip the archives ahead of site-packages (their listing is
-    what makes httpx2's import slow under spark-submit) and fall back to them for a distribution only they hold;
-    every other thread, and the preload thread after, see the standard answer (here: the archive's, first on
-    sys.path)."""
-    import importlib.metadata
-    import zipfile
-
-    archive = tmp_path / "first.zip"
-    with zipfile.ZipFile(archive, "w") as zf:
-        zf.writestr("attrs-0.0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: attrs\nVersion: 0.0.1\n")
-        zf.writestr("only_archived-9.9.9.dist-info/METADATA",
-                    "Metadata-Version: 2.1\nName: only-archived\nVersion: 9.9.9\n")
-    result = subprocess.run([sys.executable, "-c", PRELOAD_FINDER_CHECK, str(archive)], capture_output=True,
-                            text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT_DIR)})
-    assert result.returncode == 0, result.stderr
-    installed = importlib.metadata.version("attrs")
-    assert json.loads(result.stdout) == {"main": "0.0.1", "only_archived": "9.9.9", "preload_after": "0.0.1",
-                                         "thread": installed, "thread_only_archived": "9.9.9",
-                                         "main_after": "0.0.1", "finders": 1}
-
-
 def test_worker_drops_when_full_never_blocks(caplog):
     import threading
 

@@ -30,8 +30,6 @@ log = logging.getLogger("spark_plugin")
 T = TypeVar("T")
 
 
-
-
 def adapter_version() -> str:
     """This package's version (the ``openlineageAdapterVersion`` of ``processing_engine``): the one the wheel is
     built with (emitter/version.py), not looked up in the installed metadata

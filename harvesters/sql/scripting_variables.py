@@ -36,7 +36,7 @@ _EVENTS = re.compile(
     rf"(?P<assign>(?:^|;|\b(?:DECLARE|BEGIN|THEN|ELSE|DO|LOOP)\b)\s*(?:LET\s+)?(?!{_WORDS}\b)(?P<name>{_NAME})"
     rf"(?:\s+[A-Za-z_]\w*(?:\s*\([\d\s,]*\))?)?\s*(?:\bDEFAULT\b|:=)\s*(?P<value>{_LITERAL})?(?P<more>\s*[^\s;])?)"
     # a reference the string may stand in for: a table's name, or a statement to run
-    rf"|(?P<use>\b(?:IDENTIFIER|TABLE)\s*\(\s*(?P<table>:{_NAME})(?=\s*\))"
+    rf"|(?:\b(?:IDENTIFIER|TABLE)\s*\(\s*(?P<table>:{_NAME})(?=\s*\))"
     rf"|\bEXECUTE\s+IMMEDIATE\s+(?P<statement>:?{_NAME})(?=\s*(?:;|\)|\bUSING\b|$)))",
     re.IGNORECASE | re.DOTALL)
 #: The first test, on the upper-cased text: no text without one of these words followed by its tail refers to a

@@ -17,23 +17,22 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from harvesters.sql.scripting_variables import LITERAL, single_quoted_name
+
 #: An unquoted Snowflake identifier (a variable's name; Snowflake compares them case-insensitively).
 _NAME = r"[A-Za-z_][A-Za-z0-9_$]*"
-#: A string literal: single-quoted, or dollar-quoted (as Snowflake's docs set a statement to run); a $$ literal
-#: holds no $$ (``$$a$$ || $$b$$`` is an expression, not one literal)
-_LITERAL = r"'(?:[^'\\]|''|\\.)*'|\$\$(?:(?!\$\$).)*\$\$"
 #: What may stand between a statement's start and its first word: blanks and comments.
 _GAP = r"(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*"
 #: A statement that sets or unsets variables (at the text's start or after a `;`), or a reference that names a table
 _EVENTS = re.compile(
-    rf"(?P<set>(?:\A|;){_GAP}(?P<verb>UNSET|SET)\s+(?:(?P<one>{_NAME})\s*(?:=\s*(?P<value>(?:{_LITERAL}|[^;'$]|\$(?!\$))*))?"
+    rf"(?P<set>(?:\A|;){_GAP}(?P<verb>UNSET|SET)\s+(?:(?P<one>{_NAME})\s*(?:=\s*(?P<value>(?:{LITERAL}|[^;'$]|\$(?!\$))*))?"
     rf"|\(\s*(?P<many>{_NAME}(?:\s*,\s*{_NAME})*)\s*\)\s*(?:=\s*(?P<values>\([^;]*))?))"
     rf"|(?P<ref>\b(?:IDENTIFIER|TABLE)\s*\(\s*)\$(?P<var>{_NAME})(?P<close>\s*\))"
     # a statement held by a variable (``SET stmt = $$INSERT ...$$; EXECUTE IMMEDIATE $stmt``)
     rf"|(?P<run>\bEXECUTE\s+IMMEDIATE\s+)\$(?P<statement>{_NAME})(?=\s*(?:;|\bUSING\b|\Z))",
     re.IGNORECASE | re.DOTALL)
 #: The items of a ``SET (a, b) = ('x', 'y')`` list: string literals, or anything else up to a comma.
-_ITEM = re.compile(rf"{_LITERAL}|[^,]+")
+_ITEM = re.compile(rf"{LITERAL}|[^,]+")
 #: A statement setting variables, at the text's start (``match``) or after a ``;`` (``search``): the cheap first
 #: test, two patterns because one starting with ``(?:\A|;)`` is tried at every position (3.8 us for an UPDATE's
 #: 150 characters; these, 0.5 us, 1.2 us with a `;`: every history row is tested).
@@ -60,7 +59,7 @@ def resolve(text: str, variables: Mapping[str, str]) -> tuple[str, Mapping[str, 
             value = current.get(match.group("statement").upper())
             replaced = None if value is None else f"{match.group('run')}{value}"
         else:
-            value = _single_quoted(current.get(match.group("var").upper()))
+            value = single_quoted_name(current.get(match.group("var").upper()))
             replaced = None if value is None else f"{match.group('ref')}{value}{match.group('close')}"
         if replaced is None:
             continue
@@ -89,16 +88,7 @@ def _apply(match: re.Match[str], variables: dict[str, str]) -> None:
 def _literal(value: str | None) -> str | None:
     """The literal as written (quotes kept: it goes back into SQL), None when the value is not one string."""
     value = (value or "").strip()
-    return value if re.fullmatch(_LITERAL, value) else None
-
-
-def _single_quoted(literal: str | None) -> str | None:
-    """A table's name as ``IDENTIFIER('...')`` takes it: a ``$$name$$`` written in single quotes (None when it
-    holds a quote or a backslash, which would need escaping)."""
-    if literal is None or not literal.startswith("$$"):
-        return literal
-    inner = literal[2:-2]
-    return None if "'" in inner or "\\" in inner else f"'{inner}'"
+    return value if re.fullmatch(LITERAL, value) else None
 
 
 def _literals(values: str | None, count: int) -> list[str | None]:

@@ -26,15 +26,16 @@ import re
 from harvesters.sql.string_variables import inline_assigned_strings
 
 _NAME = r"[A-Za-z_][\w$]*"
-#: A Snowflake string literal: single-quoted (``''`` and backslash escapes) or dollar-quoted.
-_LITERAL = r"'(?:[^'\\]|''|\\.)*'|\$\$.*?\$\$"
+#: A Snowflake string literal: single-quoted (``''`` and backslash escapes) or dollar-quoted (holding no ``$$``:
+#: ``$$a$$ || $$b$$`` is an expression, not one literal). Session variables' values too (harvesters/snowflake/).
+LITERAL = r"'(?:[^'\\]|''|\\.)*'|\$\$(?:(?!\$\$).)*\$\$"
 #: Words that open a statement or a block: never a variable's name (``;\nBEGIN x := ...`` assigns x).
 _WORDS = r"(?:BEGIN|DECLARE|LET|END|IF|ELSEIF|ELSE|THEN|FOR|WHILE|LOOP|REPEAT|RETURN|EXCEPTION|CASE|WHEN)"
 _EVENTS = re.compile(
     # an assignment, at a statement's start (a DECLARE section's entries, LET, v := ...): a column's DEFAULT in a
     # CREATE TABLE follows "(" or ",", never one of these
     rf"(?P<assign>(?:^|;|\b(?:DECLARE|BEGIN|THEN|ELSE|DO|LOOP)\b)\s*(?:LET\s+)?(?!{_WORDS}\b)(?P<name>{_NAME})"
-    rf"(?:\s+[A-Za-z_]\w*(?:\s*\([\d\s,]*\))?)?\s*(?:\bDEFAULT\b|:=)\s*(?P<value>{_LITERAL})?(?P<more>\s*[^\s;])?)"
+    rf"(?:\s+[A-Za-z_]\w*(?:\s*\([\d\s,]*\))?)?\s*(?:\bDEFAULT\b|:=)\s*(?P<value>{LITERAL})?(?P<more>\s*[^\s;])?)"
     # a reference the string may stand in for: a table's name, or a statement to run
     rf"|(?:\b(?:IDENTIFIER|TABLE)\s*\(\s*(?P<table>:{_NAME})(?=\s*\))"
     rf"|\bEXECUTE\s+IMMEDIATE\s+(?P<statement>:?{_NAME})(?=\s*(?:;|\)|\bUSING\b|$)))",
@@ -58,7 +59,7 @@ def _replacement(match: re.Match[str], values: dict[str, str]) -> tuple[str, str
     group = "table" if match.group("table") is not None else "statement"
     literal = values.get(match.group(group).lstrip(":").casefold())  # (unquoted names are case-blind)
     if literal is not None and group == "table":
-        literal = _single_quoted(literal)
+        literal = single_quoted_name(literal)
     return None if literal is None else (group, literal)
 
 
@@ -72,10 +73,10 @@ def _refers(upper: str) -> bool:
     return False
 
 
-def _single_quoted(literal: str) -> str | None:
-    """A name's literal as ``IDENTIFIER('...')`` takes it: a ``$$name$$`` written in single quotes (None when it
-    holds a quote or a backslash, which would need escaping)."""
-    if not literal.startswith("$$"):
+def single_quoted_name(literal: str | None) -> str | None:
+    """A name's :data:`LITERAL` as ``IDENTIFIER('...')`` takes it: a ``$$name$$`` written in single quotes (None when
+    it holds a quote or a backslash, which would need escaping, or when ``literal`` is None)."""
+    if literal is None or not literal.startswith("$$"):
         return literal
     inner = literal[2:-2]
     return None if "'" in inner or "\\" in inner else f"'{inner}'"

@@ -127,7 +127,9 @@ def test_replay_command_drains_the_spool():
     with Backend(port) as backend:
         assert replay_main(argv) == 0
         assert replay_main(argv) == 0  # nothing left, nothing sent twice
-    assert [key(e) for e in backend.events] == [(r.run_id, r.event_type) for r in records]
+    # requests in flight: unrelated runs may swap (README, "Delivered"), a run's own events may not
+    assert sorted(key(e) for e in backend.events) == sorted((r.run_id, r.event_type) for r in records)
+    assert order_violations(backend.events) == []
 
 
 def test_failing_backend_is_not_hammered_while_backing_off():

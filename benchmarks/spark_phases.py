@@ -7,7 +7,7 @@ Phases: ``start`` (spark-submit's launch to the script's first line), ``import``
 the CPU of the whole process tree. Whole-process noise on this VM is seconds per pair; the phases show which part
 of a difference is the plugin's (``session`` and ``reads`` trade the session state's build between them).
 
-    .venv/bin/python benchmarks/spark_phases.py [--reps 10] [--variant on|down|imports]
+    .venv/bin/python benchmarks/spark_phases.py [--reps 10] [--variant on|down|imports] [--conf KEY=VALUE]...
 
 ``on`` is the file transport; ``down`` an http transport to a closed port (one port, so one spool, for the run);
 ``imports`` is no plugin at all, the application running the plugin's preload itself (``_startup.preload``: what the
@@ -52,6 +52,11 @@ def main() -> None:
     parser.add_argument("--variant", choices=["on", "down", "imports"], default="on")
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark_overhead_data")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="more Spark conf for the plugin-on runs (e.g. a facet switched off), repeatable")
+    parser.add_argument("--against", action="append", default=[], metavar="KEY=VALUE",
+                        help="the other side of each pair is the plugin too, with this conf on top (one part's cost: "
+                             "e.g. --against spark.openlineage.python.pollIntervalSeconds=0), repeatable")
     args = parser.parse_args()
     work, conf = spark_overhead.prepare("spark_phases_", args.data_dir, args.rows, 150)
     if args.variant == "down":
@@ -59,14 +64,17 @@ def main() -> None:
     env = {}
     if args.variant == "imports":
         conf, env = {}, {"BENCH_IMPORT_ONLY": "1"}
+    conf = {**conf, **dict(item.split("=", 1) for item in args.conf)}
+    off_conf: dict[str, str] = {**conf, **dict(item.split("=", 1) for item in args.against)} if args.against else {}
+    off_env = env if args.against else None
     app = work / "app.py"
     app_args = ["etl", str(args.data_dir), str(work / "out")]
-    for warm_conf, warm_env in (({}, None), (conf, env)):  # file system caches, the variant's modules included
+    for warm_conf, warm_env in ((off_conf, off_env), (conf, env)):  # file system caches, the variant's modules included
         phases(app, app_args, warm_conf, work, warm_env)
     runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
     for rep in range(args.reps):
         for plugin in ((False, True) if rep % 2 == 0 else (True, False)):
-            runs[plugin].append(phases(app, app_args, conf if plugin else {}, work, env if plugin else None))
+            runs[plugin].append(phases(app, app_args, conf if plugin else off_conf, work, env if plugin else off_env))
         print(f"    rep {rep + 1}: " + "  ".join(f"{name} {runs[True][-1][name] - runs[False][-1][name]:+.2f}"
                                                  for name in runs[True][-1]), flush=True)
     print(f"\n{'phase':8s} {'off (median)':>12s} {'on (median)':>12s} {'added (mean of pairs)':>22s}")

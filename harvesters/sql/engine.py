@@ -1017,10 +1017,10 @@ class _Analyzer:
         table = self._identified(table)
         if table is None or not isinstance(table.this, (exp.Identifier, exp.Dot)):
             return None
-        parts = table.parts
+        parts = _four_parts(table) if isinstance(table.this, exp.Dot) else table.parts
         if not parts or not all(isinstance(p, exp.Identifier) for p in parts):
             return None
-        if table.args.get("catalog") and not table.args.get("db"):  # `db..t`: the schema part is empty
+        if len(parts) < 4 and table.args.get("catalog") and not table.args.get("db"):  # `db..t`: empty schema part
             parts = [*parts[:-1], exp.Identifier(this=""), parts[-1]]
         last = parts[-1]
         prefix = "##" if last.args.get("global_") else "#" if last.args.get("temporary") else ""
@@ -1086,6 +1086,19 @@ def qualified_parts(parts: list[str], rules: DialectRules, database: str | None,
     if len(parts) == 2 and database:
         parts = [database, *parts]
     return parts
+
+
+def _four_parts(table: exp.Table) -> list[exp.Expr]:
+    """The parts of a T-SQL four-part name, ``server.database.schema.object``, its empty parts kept (``srv..dbo.t``,
+    ``srv.db..t``: sqlglot's ``Table.parts`` drops them, and a part dropped moves the others one place)."""
+    dotted: list[exp.Expr] = []
+    node: Any = table.this
+    while isinstance(node, exp.Dot):
+        dotted.insert(0, node.expression)
+        node = node.this
+    dotted.insert(0, node)
+    found = [table.args.get("catalog"), table.args.get("db"), *dotted]
+    return [p if isinstance(p, exp.Expr) else exp.Identifier(this=p or "") for p in found]
 
 
 def default_identifier(value: str | None, rules: DialectRules) -> str | None:

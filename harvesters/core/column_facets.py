@@ -8,10 +8,11 @@ Snowflake's ACCESS_HISTORY. :func:`output_facets` turns them into openlineage-py
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
+import attrs
 from openlineage.client.facet_v2 import column_lineage_dataset
 
 from emitter.records import unvalidated
@@ -54,6 +55,29 @@ def _output_facets(namespace: str, columns: Columns) -> Mapping[str, Mapping[str
                     for source, field, subtype in sources])
                 for column, sources in fields})}
     return facets
+
+
+def relocated(facets: Mapping[str, Any], namespace: str,
+              locate: Callable[[str, str], tuple[str, str]]) -> Mapping[str, Any]:
+    """A statement's ``{"columnLineage": facet}`` of one output with each input field's table named where
+    ``locate`` puts it (see :attr:`harvesters.core.tasks.TaskGrouper.locate`: a linked server's table); the same
+    mapping when every input field stays on ``namespace``'s server."""
+    facet = facets.get("columnLineage")
+    if facet is None:
+        return facets
+    moved = False
+    fields = {}
+    with unvalidated():
+        for column, field in facet.fields.items():
+            inputs = []
+            for source in field.inputFields:
+                where = locate(source.namespace, source.name)
+                if where != (source.namespace, source.name):
+                    moved = True
+                    source = attrs.evolve(source, namespace=where[0], name=where[1])
+                inputs.append(source)
+            fields[column] = attrs.evolve(field, inputFields=inputs)
+        return {**facets, "columnLineage": attrs.evolve(facet, fields=fields)} if moved else facets
 
 
 @lru_cache(maxsize=4096)  # the same statement shapes with the same ACCESS_HISTORY objects, over and over

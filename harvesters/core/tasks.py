@@ -58,6 +58,7 @@ from emitter.naming import normalize_name
 from emitter.records import COMPLETE, FAIL, START, Dataset, JobRef, JobType, RunRecord, RunRef, unvalidated
 from emitter.redact import redact
 from emitter.run_ids import stable_run_id
+from harvesters.core.column_facets import relocated
 from harvesters.core.state import gap_exceeded, is_idle
 
 #: Text that starts a new task run when a statement contains it (e.g. ``/* openlineage_run_marker */``).
@@ -288,6 +289,11 @@ def _module_part(module: str) -> str:
     return normalize_name(module)
 
 
+def same_server(namespace: str, name: str) -> tuple[str, str]:
+    """:attr:`TaskGrouper.locate` by default: every table a statement names is on the statement's server."""
+    return namespace, name
+
+
 @lru_cache(maxsize=16384)  # a task's statements read and write the same tables over and over
 def _dataset(namespace: str, name: str, also: str | None = None) -> Dataset:
     """A dataset; one instance per table, shared between records (the emitter only reads them and serializes an
@@ -444,6 +450,10 @@ class TaskGrouper:
         self.parent_namespace = job_namespace
         #: dataset namespace -> the same server's namespace in another integration's naming (a symlinks identifier)
         self.symlinks: dict[str, str] = {}
+        #: where a table a statement names lives, ``(namespace, name)``, from the statement's namespace and the
+        #: name as the SQL engine gave it: on the statement's server, unless a source whose SQL can name another
+        #: server's tables says otherwise (SQL Server's linked servers: ``srv.db.dbo.t``)
+        self.locate: Callable[[str, str], tuple[str, str]] = same_server
         self._task_type = JobType("TASK", integration)
         self._last_sweep: datetime | None = None
 
@@ -607,12 +617,17 @@ class TaskGrouper:
         run_id = statement.run_id
         root = self._task_root(run)
         namespace = statement.namespace
-        also = self.symlinks.get(namespace) if self.symlinks else None
-        in_ds = tuple([_dataset(namespace, name, also) for name in inputs])
-        out_ds = tuple([_dataset(namespace, name, also) for name in statement.outputs])
+        locate, symlinks = self.locate, self.symlinks
+        located_in = [locate(namespace, name) for name in inputs]
+        located_out = [locate(namespace, name) for name in statement.outputs]
+        in_ds = tuple([_dataset(ns, name, symlinks.get(ns)) for ns, name in located_in])
+        out_ds = tuple([_dataset(ns, name, symlinks.get(ns)) for ns, name in located_out])
         if statement.output_facets:  # columnLineage: a dataset of its own for the outputs that have facets
-            out_ds = tuple([_faceted_dataset(namespace, ds.name, statement.output_facets[ds.name], also)
-                            if ds.name in statement.output_facets else ds for ds in out_ds])
+            out_facets = statement.output_facets
+            if locate is not same_server:
+                out_facets = {name: relocated(facets, namespace, locate) for name, facets in out_facets.items()}
+            out_ds = tuple([_faceted_dataset(ds.namespace, ds.name, out_facets[name], symlinks.get(ds.namespace))
+                            if name in out_facets else ds for name, ds in zip(statement.outputs, out_ds)])
         run_facets: dict[str, Any] = dict(statement.run_facets)
         # facet_v2 validators only urlparse the constant schema URL and producer, at 3/4 of a facet's cost
         with unvalidated():
@@ -633,8 +648,8 @@ class TaskGrouper:
         self._emit(RunRecord(FAIL if statement.failed else COMPLETE, statement.end, job, run_id, self._query_type,
                              parent=parent, root=root, inputs=in_ds, outputs=final_out, run_facets=run_facets,
                              job_facets=job_facets))
-        run.inputs.update(dict.fromkeys([(namespace, name) for name in inputs]))
-        run.outputs.update(dict.fromkeys([(namespace, name) for name in statement.outputs]))
+        run.inputs.update(dict.fromkeys(located_in))
+        run.outputs.update(dict.fromkeys(located_out))
         run.children += 1
 
     def _complete_module(self, run: TaskRun, module: _ModuleRun) -> None:

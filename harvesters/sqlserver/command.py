@@ -61,6 +61,9 @@ def add_sqlserver_parser(sub: Any) -> None:
                         help="dataset namespace: sqlserver://host:port (the JVM's JDBC form, default) or "
                              "mssql://host:port (Airflow's SQL Server hook); the other one is given as a symlinks "
                              "identifier of each dataset")
+    parser.add_argument("--linked-server", action="append", metavar="NAME=HOST[:PORT]",
+                        help="where the server linked as NAME is, for tables named NAME.db.schema.t (default: a "
+                             "host called NAME, port 1433); repeatable")
     parser.add_argument("--default-database", metavar="NAME",
                         help="database of tables named without one when the event carries no database_name and "
                              "the session said no USE (else they are counted: exit code 1)")
@@ -94,6 +97,7 @@ class SqlServerSource:
     def __init__(self, args: argparse.Namespace) -> None:
         from emitter.naming import sqlserver_namespace
         from emitter.naming.sqlserver import mssql_namespace
+        from harvesters.sqlserver.linked_servers import parse_linked_servers
         from harvesters.sqlserver.live import BACKENDS, connection_string, server_from_connection_string
 
         self.args = args
@@ -111,6 +115,10 @@ class SqlServerSource:
         self.state_namespace = jdbc_form
         self.namespace, self.also = (airflow_form, jdbc_form) if getattr(args, "dataset_scheme", None) == "mssql" \
             else (jdbc_form, airflow_form)
+        try:
+            self.linked_servers = parse_linked_servers(getattr(args, "linked_server", None))
+        except ValueError as error:
+            raise UsageError(str(error)) from None
         self.conn_str = connection_string(args.connection_string, args.dsn, args.user, args.password_env) \
             if self.live else None
         if args.xml and args.state and "-" in args.xml:
@@ -121,10 +129,13 @@ class SqlServerSource:
 
     def harvest(self, grouper: Any, checkpoint: Checkpoint, progress: Progress) -> Harvested:
         from harvesters.core.state import Window, closing_clock
+        from harvesters.sqlserver.linked_servers import LinkedServers
         from harvesters.sqlserver.reading import DEFAULT_MAX_STATEMENT_CHARS, EventConverter, Harvest, LineageCache
 
         args = self.args
         grouper.symlinks[self.namespace] = self.also
+        grouper.locate = LinkedServers(self.namespace.startswith("mssql://"), self.linked_servers,
+                                       grouper.symlinks).locate
         lineage = LineageCache()
         lineage.keep_system_objects = bool(getattr(args, "keep_system_objects", False))
         self.converter = EventConverter(self.namespace, lineage,

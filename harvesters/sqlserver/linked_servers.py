@@ -1,0 +1,67 @@
+"""Tables on linked servers: a T-SQL four-part name ``srv.db.schema.t`` names table ``db.schema.t`` of the
+server linked as ``srv``, not a table of the server the statement ran on.
+
+Its dataset is named as that server's own harvest (or a Spark JDBC read of it) would name it:
+``sqlserver://{host}:{port}`` with ``db.schema.t``. The host is the linked server's name unless
+``--linked-server NAME=HOST[:PORT]`` says where it is (a linked server's name is often its host's, but may be an
+alias: ``sys.servers.data_source`` on the server says). An empty database part (``srv..dbo.t``: the linked login's
+default database) leaves ``schema.t``, the form a name without database takes. The SQL engine gives names as
+dotted strings, so a four-part name is one with four parts (a bracketed part holding a dot is read as two).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from emitter.naming import sqlserver_namespace
+from emitter.naming.sqlserver import mssql_namespace
+from harvesters.sqlserver.command import parse_server
+
+
+def parse_linked_servers(pairs: list[str] | None) -> dict[str, tuple[str, str | None]]:
+    """``--linked-server NAME=HOST[:PORT]`` values -> {name (case-folded): (host, port)}; ValueError for a malformed
+    one. ``HOST\\INSTANCE`` and ``HOST,PORT`` are read as for ``--server``."""
+    found: dict[str, tuple[str, str | None]] = {}
+    for pair in pairs or ():
+        name, sep, server = pair.partition("=")
+        if not sep or not name.strip() or not server.strip():
+            raise ValueError(f"--linked-server {pair!r}: expected NAME=HOST[:PORT]")
+        found[_unbracket(name.strip()).casefold()] = parse_server(server.strip())
+    return found
+
+
+class LinkedServers:
+    """:meth:`locate` for :attr:`harvesters.core.tasks.TaskGrouper.locate`. Each linked server's namespace is
+    added to ``symlinks`` with its other naming (``mssql://`` beside ``sqlserver://``), as the harvested
+    server's is."""
+
+    def __init__(self, airflow_form: bool, hosts: Mapping[str, tuple[str, str | None]],
+                 symlinks: dict[str, str]) -> None:
+        self._airflow_form = airflow_form
+        self._hosts = dict(hosts)
+        self._symlinks = symlinks
+        self._located: dict[tuple[str, str], tuple[str, str]] = {}  # the same tables, statement after statement
+
+    def locate(self, namespace: str, name: str) -> tuple[str, str]:
+        """``(namespace, name)`` of a table the engine named ``name`` in a statement run on ``namespace``."""
+        key = (namespace, name)
+        found = self._located.get(key)
+        if found is None:
+            found = self._locate(namespace, name)
+            if len(self._located) >= 16384:
+                self._located.clear()
+            self._located[key] = found
+        return found
+
+    def _locate(self, namespace: str, name: str) -> tuple[str, str]:
+        parts = name.split(".")
+        if len(parts) != 4 or not parts[0] or not parts[3]:
+            return namespace, name
+        host, port = self._hosts.get(parts[0].casefold(), (parts[0], None))
+        jdbc_form, airflow_form = sqlserver_namespace(host, port), mssql_namespace(host, port)
+        primary, other = (airflow_form, jdbc_form) if self._airflow_form else (jdbc_form, airflow_form)
+        self._symlinks.setdefault(primary, other)
+        return primary, ".".join(part for part in parts[1:] if part)
+
+
+def _unbracket(name: str) -> str:
+    return name[1:-1] if len(name) >= 2 and name[0] == "[" and name[-1] == "]" else name

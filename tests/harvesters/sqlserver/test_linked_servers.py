@@ -1,0 +1,85 @@
+"""Tables of linked servers (T-SQL four-part names ``srv.db.schema.t``) through the whole `harvest sqlserver --xml`
+path: each is a dataset of the linked server's namespace, named ``db.schema.t``, in the statement's run, its task's
+run, the column lineage that reads it and the symlinks of the other naming."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_estates import event
+
+from harvest_cli import run_harvest
+
+HERE = "sqlserver://sqlprod01:1433"
+
+# sql, extra arguments, the statement's inputs and outputs as (namespace, name)
+CASES: list[tuple[str, list[str], list[tuple[str, str]], list[tuple[str, str]]]] = [
+    ("INSERT INTO dbo.local_t SELECT * FROM remote_srv.salesdb.dbo.orders", [],
+     [("sqlserver://remote_srv:1433", "salesdb.dbo.orders")], [(HERE, "Sales.dbo.local_t")]),
+    ("INSERT INTO dbo.local_t SELECT * FROM REMOTE_SRV.salesdb.dbo.orders", ["--linked-server",
+                                                                             "remote_srv=sqlprod02.corp:14330"],
+     [("sqlserver://sqlprod02.corp:14330", "salesdb.dbo.orders")], [(HERE, "Sales.dbo.local_t")]),
+    ("INSERT INTO dbo.local_t SELECT * FROM [Remote Srv].salesdb.dbo.orders", ["--linked-server",
+                                                                               "[Remote Srv]=10.0.0.7,1444"],
+     [("sqlserver://10.0.0.7:1444", "salesdb.dbo.orders")], [(HERE, "Sales.dbo.local_t")]),
+    ("UPDATE [REMOTE-SRV\\INST].[sales db].dbo.orders SET amount = 0 WHERE id = 1", [],
+     [], [("sqlserver://remote-srv/INST", "sales db.dbo.orders")]),
+    # the linked login's default database: the name a table without database takes
+    ("INSERT INTO dbo.local_t SELECT * FROM srv..dbo.orders", [],
+     [("sqlserver://srv:1433", "dbo.orders")], [(HERE, "Sales.dbo.local_t")]),
+    # the empty schema part is dbo, as in db..t
+    ("INSERT INTO srv.archive..orders SELECT * FROM Sales..orders", [],
+     [(HERE, "Sales.dbo.orders")], [("sqlserver://srv:1433", "archive.dbo.orders")]),
+    ("SELECT a.id INTO #t FROM srv1.db.dbo.a a JOIN db.dbo.b b ON a.id = b.id; INSERT INTO dbo.c SELECT * FROM #t", [],
+     [("sqlserver://srv1:1433", "db.dbo.a"), (HERE, "db.dbo.b")], [(HERE, "Sales.dbo.c")]),
+]
+
+
+def names(datasets: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return sorted((d["namespace"], d["name"]) for d in datasets)
+
+
+@pytest.mark.parametrize("sql, args, inputs, outputs", CASES)
+def test_a_linked_servers_table_is_named_on_that_server(tmp_path: Path, sql: str, args: list[str],
+                                                        inputs: list[tuple[str, str]],
+                                                        outputs: list[tuple[str, str]]) -> None:
+    log = tmp_path / "log.xml"
+    log.write_text(event({"sql": sql}, 1) + "\n")
+    code, emitted = run_harvest(tmp_path / "events.jsonl",
+                                ["sqlserver", "--server", "sqlprod01", "--xml", str(log), *args])
+    assert code == 0
+    statement_complete = [e for e in emitted if e["eventType"] == "COMPLETE" and "." in e["job"]["name"]]
+    assert [(names(e["inputs"]), names(e["outputs"])) for e in statement_complete][-1:] == [
+        (sorted(inputs), sorted(outputs))]
+    task_complete = emitted[-1]
+    assert (names(task_complete["inputs"]), names(task_complete["outputs"])) == (sorted(inputs), sorted(outputs))
+
+
+def test_column_lineage_and_symlinks_name_the_linked_server(tmp_path: Path) -> None:
+    log = tmp_path / "log.xml"
+    log.write_text(event({"sql": "INSERT INTO dbo.totals (amount) SELECT o.amount FROM srv.db.dbo.orders o"}, 1))
+    code, emitted = run_harvest(tmp_path / "events.jsonl", ["sqlserver", "--server", "sqlprod01", "--xml", str(log),
+                                                            "--dataset-scheme", "mssql"])
+    assert code == 0
+    complete = next(e for e in emitted if e["eventType"] == "COMPLETE" and "." in e["job"]["name"])
+    [read] = complete["inputs"]
+    assert (read["namespace"], read["name"]) == ("mssql://srv:1433", "db.dbo.orders")
+    assert [(i["namespace"], i["name"]) for i in read["facets"]["symlinks"]["identifiers"]] == [
+        ("sqlserver://srv:1433", "db.dbo.orders")]
+    [written] = complete["outputs"]
+    assert (written["namespace"], written["name"]) == ("mssql://sqlprod01:1433", "Sales.dbo.totals")
+    fields = written["facets"]["columnLineage"]["fields"]
+    assert [(f["namespace"], f["name"], f["field"]) for f in fields["amount"]["inputFields"]] == [
+        ("mssql://srv:1433", "db.dbo.orders", "amount")]
+
+
+@pytest.mark.parametrize("value", ["srv", "=host", "srv="])
+def test_a_malformed_linked_server_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    value: str) -> None:
+    log = tmp_path / "log.xml"
+    log.write_text(event({"sql": "SELECT 1"}, 1))
+    code, emitted = run_harvest(tmp_path / "events.jsonl", ["sqlserver", "--server", "sqlprod01", "--xml", str(log),
+                                                            "--linked-server", value])
+    assert (code, emitted) == (2, [])
+    assert "expected NAME=HOST[:PORT]" in capsys.readouterr().err

@@ -31,7 +31,7 @@ from sqlglot.lineage import Node, lineage
 from sqlglot.tokens import TokenType
 
 from harvesters.sql.dialects import DialectRules, rules_for, split_batches
-from harvesters.sql.engine import default_identifier, qualified_parts
+from harvesters.sql.engine import default_identifier, four_parts, qualified_parts
 
 __all__ = ["IDENTITY", "TRANSFORMATION", "AGGREGATION", "ColumnSource", "ColumnLineage", "column_lineage"]
 
@@ -237,7 +237,7 @@ class _Walker:
         table functions and anything else that is not a dataset."""
         if not isinstance(table, exp.Table) or not isinstance(table.this, (exp.Identifier, exp.Dot)):
             return None
-        parts = table.parts
+        parts = four_parts(table) if isinstance(table.this, exp.Dot) else table.parts
         if not parts or not all(isinstance(p, exp.Identifier) for p in parts):
             return None
         last = parts[-1]
@@ -246,7 +246,7 @@ class _Walker:
         if len(parts) == 1 and last.name.casefold() in self.rules.pseudo_tables:  # a trigger's `inserted`
             return None
         texts = [p.name for p in parts]
-        if table.args.get("catalog") and not table.args.get("db"):  # db..t
+        if len(parts) < 4 and table.args.get("catalog") and not table.args.get("db"):  # db..t
             texts = [*texts[:-1], "", texts[-1]]
         name = ".".join(self._qualify(texts))
         if name.casefold() in self.temps or ".".join(texts).casefold() in self.temps or \

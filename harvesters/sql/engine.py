@@ -1017,7 +1017,7 @@ class _Analyzer:
         table = self._identified(table)
         if table is None or not isinstance(table.this, (exp.Identifier, exp.Dot)):
             return None
-        parts = _four_parts(table) if isinstance(table.this, exp.Dot) else table.parts
+        parts = four_parts(table) if isinstance(table.this, exp.Dot) else table.parts
         if not parts or not all(isinstance(p, exp.Identifier) for p in parts):
             return None
         if len(parts) < 4 and table.args.get("catalog") and not table.args.get("db"):  # `db..t`: empty schema part
@@ -1088,7 +1088,7 @@ def qualified_parts(parts: list[str], rules: DialectRules, database: str | None,
     return parts
 
 
-def _four_parts(table: exp.Table) -> list[exp.Expr]:
+def four_parts(table: exp.Table) -> list[exp.Expr]:
     """The parts of a T-SQL four-part name, ``server.database.schema.object``, its empty parts kept (``srv..dbo.t``,
     ``srv.db..t``: sqlglot's ``Table.parts`` drops them, and a part dropped moves the others one place)."""
     dotted: list[exp.Expr] = []

@@ -624,3 +624,25 @@ def test_a_plan_spark_cannot_write_is_named_without_datasets(spark):
         _UnwritablePlan(spark).toJSON()
     read = read_plan(_QueryExecution(_UnwritablePlan(spark)), "collect")
     assert (read.json, read.root.cls, read.root.children) == (None, "java.lang.Object", ())
+
+
+def test_an_actions_end_reads_its_file_relations_no_more(spark, qe_capture, workdir, monkeypatch):
+    """The end of an action takes the datasets of its file relations from its START's read of the same plan
+    (~9 py4j calls a relation: 1,350 for a union of 150 reads): the same datasets, statistics included."""
+    from spark_plugin import plan_lineage
+
+    for i in range(3):
+        spark.range(2).selectExpr("id", f"{i} AS part").write.parquet(f"{workdir}/in/p{i}")
+    parts = [spark.read.parquet(f"{workdir}/in/p{i}") for i in range(3)]
+    union = parts[0].unionByName(parts[1]).unionByName(parts[2])
+    [(name, qe)] = qe_capture.run(lambda: union.write.parquet(f"{workdir}/out"))
+    reads = []
+    handler = plan_lineage.INPUT_HANDLERS["LogicalRelation"]
+    monkeypatch.setitem(plan_lineage.INPUT_HANDLERS, "LogicalRelation",
+                        lambda ctx, node: reads.append(node) or handler(ctx, node))
+    start = action_lineage(qe, {}, func_name=name)
+    end = action_lineage(qe, {}, func_name=name, plan=start.plan)
+    assert len(reads) == 3  # the START's three, none at the end
+    assert [(d.name, d.io_facets) for d in end.inputs] == [(d.name, d.io_facets) for d in start.inputs]
+    assert sorted(d.name for d in end.inputs) == [f"{workdir}/in/p{i}" for i in range(3)]
+    assert all("inputStatistics" in d.io_facets for d in end.inputs)

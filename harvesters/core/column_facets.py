@@ -57,27 +57,25 @@ def _output_facets(namespace: str, columns: Columns) -> Mapping[str, Mapping[str
     return facets
 
 
-def relocated(facets: Mapping[str, Any], namespace: str,
-              locate: Callable[[str, str], tuple[str, str]]) -> Mapping[str, Any]:
+def relocated(facets: Mapping[str, Any], locate: Callable[[str, str], tuple[str, str]]) -> Mapping[str, Any]:
     """A statement's ``{"columnLineage": facet}`` of one output with each input field's table named where
     ``locate`` puts it (see :attr:`harvesters.core.tasks.TaskGrouper.locate`: a linked server's table); the same
-    mapping when every input field stays on ``namespace``'s server."""
+    mapping when every input field stays where it is named."""
     facet = facets.get("columnLineage")
-    if facet is None:
-        return facets
-    moved = False
-    fields = {}
+    if facet is None or all(locate(source.namespace, source.name) == (source.namespace, source.name)
+                            for field in facet.fields.values() for source in field.inputFields):
+        return facets  # (the usual case: no new objects, so the facet stays shared between statements)
     with unvalidated():
-        for column, field in facet.fields.items():
-            inputs = []
-            for source in field.inputFields:
-                where = locate(source.namespace, source.name)
-                if where != (source.namespace, source.name):
-                    moved = True
-                    source = attrs.evolve(source, namespace=where[0], name=where[1])
-                inputs.append(source)
-            fields[column] = attrs.evolve(field, inputFields=inputs)
-        return {**facets, "columnLineage": attrs.evolve(facet, fields=fields)} if moved else facets
+        fields = {column: attrs.evolve(field, inputFields=[_moved(source, locate) for source in field.inputFields])
+                  for column, field in facet.fields.items()}
+        return {**facets, "columnLineage": attrs.evolve(facet, fields=fields)}
+
+
+def _moved(source: Any, locate: Callable[[str, str], tuple[str, str]]) -> Any:
+    namespace, name = locate(source.namespace, source.name)
+    if (namespace, name) == (source.namespace, source.name):
+        return source
+    return attrs.evolve(source, namespace=namespace, name=name)
 
 
 @lru_cache(maxsize=4096)  # the same statement shapes with the same ACCESS_HISTORY objects, over and over

@@ -625,7 +625,7 @@ class TaskGrouper:
         if statement.output_facets:  # columnLineage: a dataset of its own for the outputs that have facets
             out_facets = statement.output_facets
             if locate is not same_server:
-                out_facets = {name: relocated(facets, namespace, locate) for name, facets in out_facets.items()}
+                out_facets = {name: relocated(facets, locate) for name, facets in out_facets.items()}
             out_ds = tuple([_faceted_dataset(ds.namespace, ds.name, out_facets[name], symlinks.get(ds.namespace))
                             if name in out_facets else ds for name, ds in zip(statement.outputs, out_ds)])
         run_facets: dict[str, Any] = dict(statement.run_facets)

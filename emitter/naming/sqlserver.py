@@ -38,8 +38,8 @@ def mssql_namespace(host: str, port: int | str | None = None) -> str:
     return f"mssql://{host}:{port if port not in (None, '') else SQLSERVER_DEFAULT_PORT}"
 
 
-def _unquote_ident(part: str) -> str:
-    # [dbo] / "dbo" -> dbo: the dataset name carries identifiers, not T-SQL quoting
+def unquote_identifier(part: str) -> str:
+    """``[dbo]`` / ``"dbo"`` -> ``dbo``: a dataset name carries identifiers, not T-SQL quoting."""
     part = part.strip()
     if len(part) >= 2 and (part[0], part[-1]) in (("[", "]"), ('"', '"')):
         return part[1:-1]
@@ -58,11 +58,11 @@ def sqlserver_dataset_name(
     ``database``/``schema``, a three-part name is taken as is (cross-database reference).
     Without a database the name is ``{schema}.{table}`` (the Java client's form then).
     """
-    parts = [_unquote_ident(p) for p in _SQLSERVER_PARTS.findall(table)]
+    parts = [unquote_identifier(p) for p in _SQLSERVER_PARTS.findall(table)]
     if len(parts) >= 3:
         return ".".join(parts[-3:])
     if len(parts) == 2:
         schema, parts = parts[0], parts[1:]
-    db = _unquote_ident(database) if database else None
-    sch = _unquote_ident(schema) if schema else default_schema
+    db = unquote_identifier(database) if database else None
+    sch = unquote_identifier(schema) if schema else default_schema
     return ".".join(p for p in (db, sch, parts[0] if parts else table) if p)

@@ -13,19 +13,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from emitter.naming import sqlserver_namespace
-from emitter.naming.sqlserver import mssql_namespace
+from emitter.naming.sqlserver import mssql_namespace, unquote_identifier
 from harvesters.sqlserver.command import parse_server
 
 
 def parse_linked_servers(pairs: list[str] | None) -> dict[str, tuple[str, str | None]]:
-    """``--linked-server NAME=HOST[:PORT]`` values -> {name (case-folded): (host, port)}; ValueError for a malformed
-    one. ``HOST\\INSTANCE`` and ``HOST,PORT`` are read as for ``--server``."""
+    """``--linked-server NAME=HOST[:PORT]`` values -> {name (unquoted, case-folded): (host, port)}; ValueError for a
+    malformed one. ``HOST\\INSTANCE`` and ``HOST,PORT`` are read as for ``--server``."""
     found: dict[str, tuple[str, str | None]] = {}
     for pair in pairs or ():
         name, sep, server = pair.partition("=")
         if not sep or not name.strip() or not server.strip():
             raise ValueError(f"--linked-server {pair!r}: expected NAME=HOST[:PORT]")
-        found[_unbracket(name.strip()).casefold()] = parse_server(server.strip())
+        found[unquote_identifier(name).casefold()] = parse_server(server.strip())
     return found
 
 
@@ -61,7 +61,3 @@ class LinkedServers:
         primary, other = (airflow_form, jdbc_form) if self._airflow_form else (jdbc_form, airflow_form)
         self._symlinks.setdefault(primary, other)
         return primary, ".".join(part for part in parts[1:] if part)
-
-
-def _unbracket(name: str) -> str:
-    return name[1:-1] if len(name) >= 2 and name[0] == "[" and name[-1] == "]" else name

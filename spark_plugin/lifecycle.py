@@ -419,7 +419,7 @@ class Application:
 
         facets = _FacetBuilder(self.spark_conf)
         records = []
-        for job_id, suffix, when, directories in rdd_jobs.reader_job_runs(self.sc, self.sql_status_store(), item):
+        for suffix, when, directories, details in rdd_jobs.reader_job_runs(self.sc, self.sql_status_store(), item):
             inputs: dict[tuple[str, str], Any] = {}
             for directory in directories:
                 raw = path_raw(directory)
@@ -428,14 +428,17 @@ class Application:
             records.append(RunRecord(START, when, job=job, run_id=new_run_id(when), parent=self.run,
                                      root=self.action_root, job_type=RDD_JOB_TYPE, job_facets=self.job_facets,
                                      inputs=tuple(facets.dataset(raw) for raw in inputs.values()),
-                                     run_facets=self._with_job_details(job_id, python_call_site=False)))
+                                     run_facets=self._with_details(details)))
         return records
 
     def _with_job_details(self, job_id: int, python_call_site: bool) -> Mapping[str, Any]:
         """The run facets of an event the JVM builds from Spark job ``job_id``'s start: ``spark_jobDetails`` too."""
+        return self._with_details(rdd_jobs.job_details(self.sc, job_id, python_call_site))
+
+    def _with_details(self, details: dict[str, Any] | None) -> Mapping[str, Any]:
+        """The run facets with the ``spark_jobDetails`` facet of :func:`rdd_jobs.job_details` (when known)."""
         from spark_plugin.facets import JOB_DETAILS
 
-        details = rdd_jobs.job_details(self.sc, job_id, python_call_site)
         return self.facets if details is None else {**self.facets, JOB_DETAILS: own.SparkJobDetailsRunFacet(**details)}
 
     # ---- the execution poll (worker thread): START and RUNNING while an action runs ------------------------

@@ -19,6 +19,7 @@ single input and ``outputStatistics`` on the output; a job without an output onl
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -173,23 +174,47 @@ def _kept(key: str, sc: Any, make: Any) -> Any:
     return cached[1]
 
 
-def _make_context_proxies(sc: Any) -> tuple[Any, Any, Any]:
-    jsc = sc._jsc.sc()
-    return jsc.listenerBus(), jsc.statusStore(), sc._jvm.org.apache.spark.ui.scope.RDDOperationGraph
+class StatusReader:
+    """Spark's status store of one SparkContext as the worker reads it, in few py4j calls: every JVM object the
+    store returns is read whole as one JSON text (Jackson with its Scala module: what Spark's REST API writes for
+    the same ``api.v1`` classes) instead of a call a field, each of which would leave a proxy for py4j to release
+    with one more call. The wide benchmark's 150 reads: ~15 calls a read fewer."""
+
+    def __init__(self, sc: Any) -> None:
+        jsc = sc._jsc.sc()
+        self.listener_bus = jsc.listenerBus()
+        self.store = jsc.statusStore()
+        # a static method's member, kept: each ``Class.method`` lookup is a reflection call of its own
+        self.make_dot_file = sc._jvm.org.apache.spark.ui.scope.RDDOperationGraph.makeDotFile
+        jackson = sc._jvm.com.fasterxml.jackson
+        self._mapper = jackson.databind.ObjectMapper()
+        self._mapper.registerModule(jackson.module.scala.DefaultScalaModule())
+
+    def json(self, jobject: Any) -> Any:
+        """A JVM object (a case class, a Scala collection, an array...) as Python data: one py4j call."""
+        return json.loads(self._mapper.writeValueAsString(jobject))
+
+    def job(self, job_id: int) -> dict[str, Any] | None:
+        """The store's ``JobData`` of a job (``submissionTime`` in epoch milliseconds, Options as values or None),
+        or None when the store does not keep it (not seen start yet, or no longer kept)."""
+        try:
+            return self.json(self.store.job(job_id))
+        except Exception:  # noqa: BLE001 - NoSuchElementException: a job the store does not keep
+            return None
 
 
-def _context_proxies(sc: Any) -> tuple[Any, Any, Any]:
-    """(listener bus, status store, ``RDDOperationGraph`` class) of ``sc``'s SparkContext, kept: the worker reads
-    them for every RDD action and reader call. Kept apart from :func:`_next_job_id`'s scheduler, which the
-    application's threads ask for: these are made on the worker only."""
-    return _kept("context_proxies", sc, _make_context_proxies)
+def status_reader(sc: Any) -> StatusReader:
+    """The :class:`StatusReader` of ``sc``'s SparkContext, kept: the worker reads it for every RDD action and
+    reader call. Kept apart from :func:`_next_job_id`'s scheduler, which the application's threads ask for: this
+    one is made on the worker only."""
+    return _kept("status_reader", sc, StatusReader)
 
 
 def wait_for_listener_bus(sc: Any) -> None:
     """Let Spark's listener bus deliver what is queued (the status store learns of jobs and stages from it), for at
     most 2 s: a busy bus leaves what the store holds already."""
     try:
-        _context_proxies(sc)[0].waitUntilEmpty(2000)
+        status_reader(sc).listener_bus.waitUntilEmpty(2000)
     except Exception:  # noqa: BLE001 - a busy bus: what the store holds is used
         pass
 
@@ -203,12 +228,12 @@ JOBS_END_WAIT_S = 5.0
 
 def wait_for_jobs(sc: Any, jobs: range | list[int], timeout_s: float) -> bool:
     """Until Spark's status store has seen every one of ``jobs`` end (their stage data, the statistics, is final
-    then), for at most ``timeout_s``: True when it has. One look (a few py4j calls a job), then one every 50 ms."""
-    store = _context_proxies(sc)[1]
+    then), for at most ``timeout_s``: True when it has. One look (two py4j calls a job), then one every 50 ms."""
+    status = status_reader(sc)
     deadline = time.monotonic() + timeout_s
     pending = list(jobs)
     while True:
-        pending = [job_id for job_id in pending if not _ended_in_store(store, job_id)]
+        pending = [job_id for job_id in pending if not _ended_in_store(status, job_id)]
         if not pending:
             return True
         if time.monotonic() >= deadline:
@@ -216,11 +241,9 @@ def wait_for_jobs(sc: Any, jobs: range | list[int], timeout_s: float) -> bool:
         time.sleep(0.05)
 
 
-def _ended_in_store(store: Any, job_id: int) -> bool:
-    try:
-        return str(store.job(job_id).status().toString()) not in ("RUNNING", "UNKNOWN")
-    except Exception:  # noqa: BLE001 - a job the store has not seen start yet
-        return False
+def _ended_in_store(status: StatusReader, job_id: int) -> bool:
+    data = status.job(job_id)  # (None: a job the store has not seen start yet)
+    return data is not None and data.get("status") not in ("RUNNING", "UNKNOWN")
 
 
 def _next_job_id(sc: Any) -> int:
@@ -328,15 +351,14 @@ def job_details(sc: Any, job_id: int, python_call_site: bool) -> dict[str, Any] 
     (``spark.job.description``) and group (``spark.jobGroup.id``), and its job name is the result stage's name,
     which is the ``callSite.short`` property whenever one is set (``python_call_site``: PySpark's ``RDD.collect``
     sets it); otherwise Spark's own call site, which the JVM's facet does not report."""
-    try:
-        data = _context_proxies(sc)[1].job(job_id)
-        description, group = data.description(), data.jobGroup()
-        return {"jobId": job_id,
-                "jobDescription": str(description.get()) if description.isDefined() else None,
-                "jobGroup": str(group.get()) if group.isDefined() else None,
-                "jobCallSite": str(data.name()) if python_call_site else None}
-    except Exception:  # noqa: BLE001 - a job the store no longer keeps (spark.ui.retainedJobs)
-        return None
+    data = status_reader(sc).job(job_id)
+    return None if data is None else details_of(data, python_call_site)  # (None: no longer kept: retainedJobs)
+
+
+def details_of(data: dict[str, Any], python_call_site: bool) -> dict[str, Any]:
+    """:func:`job_details` of a job's ``JobData`` read already."""
+    return {"jobId": data["jobId"], "jobDescription": data.get("description"), "jobGroup": data.get("jobGroup"),
+            "jobCallSite": data.get("name") if python_call_site else None}
 
 
 def own_jobs(sc: Any, action: RddAction) -> list[int]:
@@ -350,14 +372,14 @@ def own_jobs(sc: Any, action: RddAction) -> list[int]:
         rdd_id = str(int(action.base.id()))
     except Exception:  # noqa: BLE001 - an RDD without an id to ask: which jobs are its own is unknown
         return []
-    _, store, graph_class = _context_proxies(sc)
+    status = status_reader(sc)
     own = []
     for job_id in jobs:
         try:
-            stages = _stage_graphs(store, graph_class, job_id)
+            stages = _stage_graphs(status, job_id)
         except Exception:  # noqa: BLE001, S112 - a job the store no longer keeps
             continue
-        if any(node == rdd_id for _, dot in stages for node, _ in _DOT_NODE.findall(dot)):
+        if any(node == rdd_id for dot, _ in stages for node, _ in _DOT_NODE.findall(dot)):
             own.append(job_id)
     return own
 
@@ -366,21 +388,17 @@ def job_statistics(sc: Any, first_job: int, last_job: int, jobs: list[int] | Non
     """Records and bytes read and written by the Spark jobs [first_job, last_job) (or ``jobs``), from the status store's
     stage data (Spark updates it from its listener bus: the caller has waited for it, briefly, with
     :func:`wait_for_listener_bus`; a busy bus: the statistics may be partial, the events still go out)."""
-    store = _context_proxies(sc)[1]
+    status = status_reader(sc)
     totals = {"inputRecords": 0, "inputBytes": 0, "outputRecords": 0, "outputBytes": 0}
     for job_id in range(first_job, last_job) if jobs is None else jobs:
-        try:
-            stage_ids = store.job(job_id).stageIds()
-        except Exception:  # noqa: BLE001 - a job the store no longer keeps
-            continue
-        iterator = stage_ids.iterator()
-        while iterator.hasNext():
+        data = status.job(job_id)
+        for stage_id in data.get("stageIds", ()) if data else ():  # (None: a job the store no longer keeps)
             try:
-                stage = store.lastStageAttempt(iterator.next())
-            except Exception:  # noqa: BLE001 - a stage skipped (already computed) has no attempt
+                stage = status.json(status.store.lastStageAttempt(stage_id))
+            except Exception:  # noqa: BLE001, S112 - a stage skipped (already computed) has no attempt
                 continue
             for key in totals:
-                totals[key] += int(getattr(stage, key)())
+                totals[key] += int(stage.get(key) or 0)
     return totals
 
 
@@ -504,13 +522,15 @@ def _note_read(app: Any, df: Any, marks: tuple[int, int], start: datetime, share
         app.on_reader_jobs(ReaderJobs(df, marks[0], last, start, marks[1], shared))
 
 
-def reader_job_runs(sc: Any, sql_store: Any, item: ReaderJobs) -> list[tuple[int, str, datetime, list[str]]]:
-    """(job id, job name suffix, submission time, input directories) of each job of ``item`` that no SQL execution ran;
-    nothing when the DataFrame reads no file (the JVM finds no input then)."""
+def reader_job_runs(sc: Any, sql_store: Any, item: ReaderJobs
+                    ) -> list[tuple[str, datetime, list[str], dict[str, Any] | None]]:
+    """(job name suffix, submission time, input directories, :func:`job_details`) of each job of ``item`` that no
+    SQL execution ran; nothing when the DataFrame reads no file (the JVM finds no input then)."""
     from emitter import naming
 
     wait_for_listener_bus(sc)  # the status stores learn of the jobs from the listener bus
-    directories = dict.fromkeys(path.rstrip("/").rsplit("/", 1)[0] for path in _files(item.df))
+    status = status_reader(sc)
+    directories = dict.fromkeys(path.rstrip("/").rsplit("/", 1)[0] for path in _files(status, item.df))
     if not directories:
         return []
     # The read's range of job ids may hold other threads' jobs: SQL jobs of executions that began before the read
@@ -521,33 +541,32 @@ def reader_job_runs(sc: Any, sql_store: Any, item: ReaderJobs) -> list[tuple[int
     candidates = [job_id for job_id in range(item.first_job, item.last_job) if job_id not in in_sql]
     if item.concurrent and len(candidates) > 1:
         return []
-    _, store, graph_class = _context_proxies(sc)
     runs = []
     for job_id in candidates:
-        name = _graph_job_name(store, graph_class, job_id)
+        name = _graph_job_name(status, job_id)
         if name is None:
             continue
-        runs.append((job_id, naming.normalize_name(name), _submitted(store, job_id) or item.start, list(directories)))
+        data = status.job(job_id)
+        details = None if data is None else details_of(data, python_call_site=False)
+        runs.append((naming.normalize_name(name), _submitted(data) or item.start, list(directories), details))
     return runs
 
 
-def _files(df: Any) -> list[str]:
-    """The first :data:`MAX_FILES` files ``df`` reads (one py4j call each: py4j cannot hand a JVM ``String[]`` to
-    a method taking ``Object[]``, so the array cannot be joined in the JVM).
+def _files(status: StatusReader, df: Any) -> list[str]:
+    """The first :data:`MAX_FILES` files ``df`` reads: the array as one JSON text (py4j cannot hand a JVM
+    ``String[]`` to a method taking ``Object[]``, and reads an element in two calls), one call each beyond.
 
     What a file reader returns is a file relation, analyzed already: its files come from the analyzed plan's
     relation. ``Dataset.inputFiles()`` would optimize the plan first, which on an application's first read is
     ~0.2 s of JVM CPU (the optimizer's first run) taken from the application; other plans still go through it."""
-    plan = df._jdf.queryExecution().analyzed()
-    files = None
-    if plan.nodeName() == "LogicalRelation":
-        try:
-            files = plan.relation().inputFiles()  # a FileRelation's (HadoopFsRelation...): no class name to ask
-        except Exception:  # noqa: BLE001, S110 - a relation of another kind has no files of its own
-            pass
-    if files is None:
+    try:  # a LogicalRelation of a FileRelation (HadoopFsRelation...): no node or class name to ask first
+        files = df._jdf.queryExecution().analyzed().relation().inputFiles()
+    except Exception:  # noqa: BLE001 - another plan, or a relation of another kind: no files of its own
         files = df._jdf.inputFiles()
-    return [str(files[i]) for i in range(min(len(files), MAX_FILES))]
+    count = len(files)
+    if count <= MAX_FILES:
+        return [str(path) for path in status.json(files)]
+    return [str(files[i]) for i in range(MAX_FILES)]
 
 
 def _sql_job_ids(sql_store: Any, before: int, earlier: int = 0) -> set[int]:
@@ -573,47 +592,45 @@ def _sql_job_ids(sql_store: Any, before: int, earlier: int = 0) -> set[int]:
 #: the id; the whole label is Java-escaped) and ``4->5;``.
 _DOT_NODE = re.compile(r'^\s*(\d+) \[.*?label="(.*) \[\1\](?: \[[^\]<]*\])*<br>', re.MULTILINE)
 _DOT_EDGE = re.compile(r"^\s*(\d+)->(\d+);", re.MULTILINE)
-#: An edge of a stage's ``incomingEdges`` (shuffle dependencies) as the Scala sequence's text writes it: the case
-#: class ``RDDOperationEdge(fromId, toId)``.
-_EDGE_TEXT = re.compile(r"RDDOperationEdge\((\d+),\s*(\d+)\)")
 
 
-def _submitted(store: Any, job_id: int) -> datetime | None:
-    """When the job was submitted (``JobData.submissionTime``, an ``Option[Date]``), or None when unknown."""
-    try:
-        millis = store.job(job_id).submissionTime().get().getTime()  # None.get raises: rare, and one call fewer
-    except Exception:  # noqa: BLE001 - no time, or a job the store no longer keeps
-        return None
-    return datetime.fromtimestamp(millis / 1000.0, tz=timezone.utc)
+def _submitted(data: dict[str, Any] | None) -> datetime | None:
+    """When a job was submitted (its ``JobData.submissionTime``), or None when unknown."""
+    millis = data.get("submissionTime") if data else None
+    return None if millis is None else datetime.fromtimestamp(millis / 1000.0, tz=timezone.utc)
 
 
-def _graph_job_name(store: Any, graph_class: Any, job_id: int) -> str | None:
+def _graph_job_name(status: StatusReader, job_id: int) -> str | None:
     """The JVM's ``nameRDD`` of a job's final RDD, from the RDD operation graphs of its stages (the result stage
     last), each read as one DOT text (a few py4j calls a stage instead of a few per RDD): each RDD's name, or its
     class without ``RDD`` in snake case, then its dependencies' (shuffle dependencies are incoming edges)."""
     names: dict[int, str] = {}
     parents: dict[int, list[int]] = {}
     last_stage: list[int] = []
-    for graph, dot in _stage_graphs(store, graph_class, job_id):
+    for dot, incoming in _stage_graphs(status, job_id):
         last_stage = []
         for node, label in _DOT_NODE.findall(dot):
             names[int(node)] = _dot_label(label)
             last_stage.append(int(node))
         for source, target in _DOT_EDGE.findall(dot):
             parents.setdefault(int(target), []).append(int(source))
-        for source, target in _EDGE_TEXT.findall(str(graph.incomingEdges())):  # one call, however many
-            parents.setdefault(int(target), []).append(int(source))
+        for source, target in incoming:
+            parents.setdefault(target, []).append(source)
     if not last_stage:
         return None
     return _node_name(max(last_stage), names, parents, [200])
 
 
-def _stage_graphs(store: Any, graph_class: Any, job_id: int) -> list[tuple[Any, str]]:
-    """The RDD operation graph of each stage of a job (the result stage last), with its DOT text
-    (``RDDOperationGraph.makeDotFile``: one call a stage instead of a few per RDD)."""
-    graphs = store.operationGraphForJob(job_id)
-    # size and apply: two calls for a one-stage job, an iterator's four
-    return [(graph, str(graph_class.makeDotFile(graph))) for graph in map(graphs.apply, range(graphs.size()))]
+def _stage_graphs(status: StatusReader, job_id: int) -> list[tuple[str, list[tuple[int, int]]]]:
+    """The RDD operation graph of each stage of a job (the result stage last): its DOT text
+    (``RDDOperationGraph.makeDotFile``: one call a stage instead of a few per RDD) and its incoming edges (the
+    shuffle dependencies, (from, to) RDD ids; the DOT text leaves them out), which the graphs' JSON gives for every
+    stage in one call."""
+    graphs = status.store.operationGraphForJob(job_id)
+    stages = status.json(graphs)
+    return [(str(status.make_dot_file(graphs.apply(i))),
+             [(int(edge["fromId"]), int(edge["toId"])) for edge in stage.get("incomingEdges", ())])
+            for i, stage in enumerate(stages)]
 
 
 def _dot_label(label: str) -> str:

@@ -478,6 +478,27 @@ def test_rdd_statistics_wait_for_the_status_store_to_see_the_jobs_end(spark):
         thread.join()
 
 
+@pytest.mark.parametrize("name, make", [
+    ("one_stage", lambda sc: sc.parallelize(range(10), 2).map(lambda x: x + 1)),
+    # the shuffle: the result stage's RDDs reach the map stage's only through the graph's incoming edges
+    ("shuffle", lambda sc: sc.parallelize(range(10), 2).map(lambda x: (x % 3, 1)).reduceByKey(lambda a, b: a + b)),
+])
+def test_a_job_is_named_from_its_stage_graphs_as_from_its_rdds(spark, name, make):
+    """A job Python saw no RDD of (a reader's schema job) is named from its stages' RDD operation graphs in Spark's
+    status store: the same name as the JVM's walk of the final RDD's dependencies gives."""
+    from spark_plugin import rdd_jobs
+
+    sc = spark.sparkContext
+    rdd = make(sc)
+    job_id = rdd_jobs._next_job_id(sc)
+    rdd.collect()
+    rdd_jobs.wait_for_listener_bus(sc)
+    walked = rdd_jobs.rdd_name(rdd._jrdd.rdd())
+    assert rdd_jobs._graph_job_name(rdd_jobs.status_reader(sc), job_id) == walked
+    assert walked == {"one_stage": "python_parallel_collection",
+                      "shuffle": "python_map_partitions_shuffled_pairwise_python_parallel_collection"}[name]
+
+
 @pytest.mark.parametrize("name,conf,action,expected", JOB_DETAIL_CASES, ids=[c[0] for c in JOB_DETAIL_CASES])
 def test_rdd_job_start_has_job_details(spark, workdir, name, conf, action, expected):
     """The JVM's ``spark_jobDetails`` run facet on the events it builds from a Spark job's start: an RDD job's

@@ -1,13 +1,16 @@
-"""Where the Spark plugin's added wall time goes in the ETL application: each phase of the run, plugin on against
-off, in interleaved ``spark-submit`` pairs (the ETL application of ``spark_overhead.py``, which marks its phases).
+"""Where the Spark plugin's added wall time goes in the ETL application (or the wide one: ``--app wide``): each
+phase of the run, plugin on against off, in interleaved ``spark-submit`` pairs (the applications of
+``spark_overhead.py``, which mark their phases).
 
 Phases: ``start`` (spark-submit's launch to the script's first line), ``import`` (pyspark), ``session``
-(``getOrCreate()``, where the plugin is instrumented), ``reads`` (the two ``spark.read.parquet`` calls),
-``write`` (the join, aggregate and write), ``stop`` (``spark.stop()``), ``exit`` (to the process's exit); ``cpu`` is
-the CPU of the whole process tree. Whole-process noise on this VM is seconds per pair; the phases show which part
-of a difference is the plugin's (``session`` and ``reads`` trade the session state's build between them).
+(``getOrCreate()``, where the plugin is instrumented), ``reads`` (the ``spark.read.parquet`` calls: two, or the wide
+application's 150), ``write`` (the join, aggregate and write; the union's write), ``stop`` (``spark.stop()``),
+``exit`` (to the process's exit); ``cpu`` is the CPU of the whole process tree. Whole-process noise on this VM is
+seconds per pair; the phases show which part of a difference is the plugin's (``session`` and ``reads`` trade the
+session state's build between them).
 
-    .venv/bin/python benchmarks/spark_phases.py [--reps 10] [--variant on|down|imports] [--conf KEY=VALUE]...
+    .venv/bin/python benchmarks/spark_phases.py [--reps 10] [--app etl|wide] [--variant on|down|imports]
+        [--conf KEY=VALUE]...
 
 ``on`` is the file transport; ``down`` an http transport to a closed port (one port, so one spool, for the run);
 ``imports`` is no plugin at all, the application running the plugin's preload itself (``_startup.preload``: what the
@@ -49,6 +52,7 @@ def phases(app: Path, args: list[str], conf: dict[str, str], work: Path, env: di
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=10, help="interleaved off/on pairs")
+    parser.add_argument("--app", choices=["etl", "wide"], default="etl")
     parser.add_argument("--variant", choices=["on", "down", "imports"], default="on")
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark_overhead_data")
@@ -68,7 +72,7 @@ def main() -> None:
     off_conf: dict[str, str] = {**conf, **dict(item.split("=", 1) for item in args.against)} if args.against else {}
     off_env = env if args.against else None
     app = work / "app.py"
-    app_args = ["etl", str(args.data_dir), str(work / "out")]
+    app_args = [args.app, str(args.data_dir), str(work / "out"), *(["150"] if args.app == "wide" else [])]
     for warm_conf, warm_env in ((off_conf, off_env), (conf, env)):  # file system caches, the variant's modules included
         phases(app, app_args, warm_conf, work, warm_env)
     runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}

@@ -646,3 +646,38 @@ def test_an_actions_end_reads_its_file_relations_no_more(spark, qe_capture, work
     assert [(d.name, d.io_facets) for d in end.inputs] == [(d.name, d.io_facets) for d in start.inputs]
     assert sorted(d.name for d in end.inputs) == [f"{workdir}/in/p{i}" for i in range(3)]
     assert all("inputStatistics" in d.io_facets for d in end.inputs)
+
+
+class _Counting:
+    """A JVM object whose method calls (and those of the objects they return) are counted by name."""
+
+    def __init__(self, obj: Any, calls: dict[str, int]) -> None:
+        self.obj, self._calls = obj, calls
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.obj, name)
+
+        def call(*args: Any) -> Any:
+            self._calls[name] = self._calls.get(name, 0) + 1
+            return _Counting(method(*args), self._calls)
+        return call
+
+
+def test_the_relations_of_a_wide_union_are_reached_asking_the_union_for_its_children_once(spark, workdir):
+    """A relation's JVM node is reached by path from the plan's root: the union of many reads asks its children
+    sequence once, not once a relation (a py4j call, and a proxy to release, each)."""
+    from spark_plugin import plan_tree
+
+    for i in range(4):
+        spark.range(2).selectExpr("id", f"{i} AS part").write.parquet(f"{workdir}/in/p{i}")
+    parts = [spark.read.parquet(f"{workdir}/in/p{i}") for i in range(4)]
+    union = parts[0].unionByName(parts[1]).unionByName(parts[2]).unionByName(parts[3])
+    jplan = union._jdf.queryExecution().optimizedPlan()
+    relations = [n for n in plan_tree.walk(plan_tree.parse_plan(jplan)) if n.name == "LogicalRelation"]
+    calls: dict[str, int] = {}
+    nodes = plan_tree.JvmNodes(_Counting(jplan, calls))
+    assert [nodes.get(n.path).obj.nodeName() for n in relations] == ["LogicalRelation"] * 4
+    parents = {n.path[:i] for n in relations for i in range(len(n.path)) if n.path[i][0] == "c"}
+    assert calls == {"children": len(parents), "apply": len({n.path[:i + 1] for n in relations
+                                                             for i in range(len(n.path))})}
+    assert calls["children"] < 4

@@ -543,10 +543,10 @@ def reader_job_runs(sc: Any, sql_store: Any, item: ReaderJobs
         return []
     runs = []
     for job_id in candidates:
-        name = _graph_job_name(status, job_id)
+        data = status.job(job_id)
+        name = _graph_job_name(status, job_id, data)
         if name is None:
             continue
-        data = status.job(job_id)
         details = None if data is None else details_of(data, python_call_site=False)
         runs.append((naming.normalize_name(name), _submitted(data) or item.start, list(directories), details))
     return runs
@@ -600,14 +600,15 @@ def _submitted(data: dict[str, Any] | None) -> datetime | None:
     return None if millis is None else datetime.fromtimestamp(millis / 1000.0, tz=timezone.utc)
 
 
-def _graph_job_name(status: StatusReader, job_id: int) -> str | None:
+def _graph_job_name(status: StatusReader, job_id: int, data: dict[str, Any] | None = None) -> str | None:
     """The JVM's ``nameRDD`` of a job's final RDD, from the RDD operation graphs of its stages (the result stage
     last), each read as one DOT text (a few py4j calls a stage instead of a few per RDD): each RDD's name, or its
-    class without ``RDD`` in snake case, then its dependencies' (shuffle dependencies are incoming edges)."""
+    class without ``RDD`` in snake case, then its dependencies' (shuffle dependencies are incoming edges).
+    ``data``: the job's ``JobData`` when read already."""
     names: dict[int, str] = {}
     parents: dict[int, list[int]] = {}
     last_stage: list[int] = []
-    for dot, incoming in _stage_graphs(status, job_id):
+    for dot, incoming in _stage_graphs(status, job_id, data):
         last_stage = []
         for node, label in _DOT_NODE.findall(dot):
             names[int(node)] = _dot_label(label)
@@ -621,11 +622,16 @@ def _graph_job_name(status: StatusReader, job_id: int) -> str | None:
     return _node_name(max(last_stage), names, parents, [200])
 
 
-def _stage_graphs(status: StatusReader, job_id: int) -> list[tuple[str, list[tuple[int, int]]]]:
+def _stage_graphs(status: StatusReader, job_id: int, data: dict[str, Any] | None = None
+                  ) -> list[tuple[str, list[tuple[int, int]]]]:
     """The RDD operation graph of each stage of a job (the result stage last): its DOT text
     (``RDDOperationGraph.makeDotFile``: one call a stage instead of a few per RDD) and its incoming edges (the
     shuffle dependencies, (from, to) RDD ids; the DOT text leaves them out), which the graphs' JSON gives for every
-    stage in one call."""
+    stage in one call. A job of one stage (``data``, its ``JobData``, says so) has no shuffle dependency: its
+    stage's graph is read alone, in two calls (a reader call's job: the footers or the files it scans)."""
+    stage_ids = data.get("stageIds") if data else None
+    if stage_ids is not None and len(stage_ids) == 1:
+        return [(str(status.make_dot_file(status.store.operationGraphForStage(stage_ids[0]))), [])]
     graphs = status.store.operationGraphForJob(job_id)
     stages = status.json(graphs)
     return [(str(status.make_dot_file(graphs.apply(i))),

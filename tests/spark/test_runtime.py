@@ -494,7 +494,9 @@ def test_a_job_is_named_from_its_stage_graphs_as_from_its_rdds(spark, name, make
     rdd.collect()
     rdd_jobs.wait_for_listener_bus(sc)
     walked = rdd_jobs.rdd_name(rdd._jrdd.rdd())
-    assert rdd_jobs._graph_job_name(rdd_jobs.status_reader(sc), job_id) == walked
+    status = rdd_jobs.status_reader(sc)
+    for data in (None, status.job(job_id)):  # the stages' graphs read by job, or (one stage, its JobData read) alone
+        assert rdd_jobs._graph_job_name(status, job_id, data) == walked
     assert walked == {"one_stage": "python_parallel_collection",
                       "shuffle": "python_map_partitions_shuffled_pairwise_python_parallel_collection"}[name]
 

@@ -25,6 +25,7 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -174,11 +175,18 @@ def _kept(key: str, sc: Any, make: Any) -> Any:
     return cached[1]
 
 
+#: Jobs read field by field before :class:`StatusReader` reads each as one JSON text: the JSON's first use costs
+#: ~0.1 s of JVM CPU once (jackson-module-scala's introspection of ``JobData``), ~7 py4j calls a job fewer pay it
+#: back after some 50-100 jobs (a wide plan of 150 reads); an application of a few reads never pays it.
+JSON_AFTER_JOBS = 32
+
+
 class StatusReader:
-    """Spark's status store of one SparkContext as the worker reads it, in few py4j calls: every JVM object the
-    store returns is read whole as one JSON text (Jackson with its Scala module: what Spark's REST API writes for
-    the same ``api.v1`` classes) instead of a call a field, each of which would leave a proxy for py4j to release
-    with one more call. The wide benchmark's 150 reads: ~15 calls a read fewer."""
+    """Spark's status store of one SparkContext as the worker reads it, in few py4j calls. A job's ``JobData``
+    (:meth:`job`) is read field by field as its fields are asked for, then, past :data:`JSON_AFTER_JOBS` jobs, whole
+    as one JSON text (Jackson with its Scala module: what Spark's REST API writes for the same ``api.v1`` classes;
+    each field a call, and each object returned a proxy py4j releases with one call more). Arrays (the files a
+    relation reads) are one JSON text always: plain Jackson, loaded by Spark already."""
 
     def __init__(self, sc: Any) -> None:
         jsc = sc._jsc.sc()
@@ -186,21 +194,76 @@ class StatusReader:
         self.store = jsc.statusStore()
         # a static method's member, kept: each ``Class.method`` lookup is a reflection call of its own
         self.make_dot_file = sc._jvm.org.apache.spark.ui.scope.RDDOperationGraph.makeDotFile
-        jackson = sc._jvm.com.fasterxml.jackson
-        self._mapper = jackson.databind.ObjectMapper()
-        self._mapper.registerModule(jackson.module.scala.DefaultScalaModule())
+        self._jvm = sc._jvm
+        self._mapper: Any = None
+        self._scala_mapper: Any = None
+        self._jobs_read = 0
 
-    def json(self, jobject: Any) -> Any:
-        """A JVM object (a case class, a Scala collection, an array...) as Python data: one py4j call."""
-        return json.loads(self._mapper.writeValueAsString(jobject))
+    def json(self, jarray: Any) -> Any:
+        """A JVM array or Java collection as Python data: one py4j call."""
+        if self._mapper is None:
+            self._mapper = self._jvm.com.fasterxml.jackson.databind.ObjectMapper()
+        return json.loads(self._mapper.writeValueAsString(jarray))
 
-    def job(self, job_id: int) -> dict[str, Any] | None:
-        """The store's ``JobData`` of a job (``submissionTime`` in epoch milliseconds, Options as values or None),
-        or None when the store does not keep it (not seen start yet, or no longer kept)."""
+    def job(self, job_id: int) -> Mapping[str, Any] | None:
+        """The store's ``JobData`` of a job, as its JSON (``submissionTime`` in epoch milliseconds, Options as
+        values or None), or None when the store does not keep it (not seen start yet, or no longer kept)."""
+        self._jobs_read += 1
         try:
-            return self.json(self.store.job(job_id))
+            jdata = self.store.job(job_id)
+            if self._jobs_read <= JSON_AFTER_JOBS:
+                return _JobFields(jdata)
+            if self._scala_mapper is None:
+                jackson = self._jvm.com.fasterxml.jackson
+                self._scala_mapper = jackson.databind.ObjectMapper()
+                self._scala_mapper.registerModule(jackson.module.scala.DefaultScalaModule())
+            return json.loads(self._scala_mapper.writeValueAsString(jdata))
         except Exception:  # noqa: BLE001 - NoSuchElementException: a job the store does not keep
             return None
+
+
+def _option_text(option: Any) -> str | None:
+    """A Scala ``Option[String]`` in one call: its text is ``None`` or ``Some(<value>)``."""
+    text = str(option.toString())
+    return None if text == "None" else text[5:-1]
+
+
+def _option_millis(option: Any) -> int | None:
+    try:
+        return int(option.get().getTime())  # None.get raises: rare, and a call fewer than asking first
+    except Exception:  # noqa: BLE001 - no time
+        return None
+
+
+#: How :class:`_JobFields` reads each field of a ``JobData``: the keys of its JSON text this module reads.
+_JOB_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "jobId": lambda data: int(data.jobId()),
+    "name": lambda data: str(data.name()),
+    "description": lambda data: _option_text(data.description()),
+    "jobGroup": lambda data: _option_text(data.jobGroup()),
+    "submissionTime": lambda data: _option_millis(data.submissionTime()),
+    "status": lambda data: str(data.status().toString()),
+    "stageIds": lambda data: [int(i) for i in str(data.stageIds().mkString(",")).split(",") if i],
+}
+
+
+class _JobFields(Mapping[str, Any]):
+    """A ``JobData`` read a field at a time, when asked (each once): the mapping its JSON text gives."""
+
+    def __init__(self, jdata: Any) -> None:
+        self._jdata = jdata
+        self._values: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._values:
+            self._values[key] = _JOB_FIELDS[key](self._jdata)
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_JOB_FIELDS)
+
+    def __len__(self) -> int:
+        return len(_JOB_FIELDS)
 
 
 def status_reader(sc: Any) -> StatusReader:
@@ -355,7 +418,7 @@ def job_details(sc: Any, job_id: int, python_call_site: bool) -> dict[str, Any] 
     return None if data is None else details_of(data, python_call_site)  # (None: no longer kept: retainedJobs)
 
 
-def details_of(data: dict[str, Any], python_call_site: bool) -> dict[str, Any]:
+def details_of(data: Mapping[str, Any], python_call_site: bool) -> dict[str, Any]:
     """:func:`job_details` of a job's ``JobData`` read already."""
     return {"jobId": data["jobId"], "jobDescription": data.get("description"), "jobGroup": data.get("jobGroup"),
             "jobCallSite": data.get("name") if python_call_site else None}
@@ -394,11 +457,11 @@ def job_statistics(sc: Any, first_job: int, last_job: int, jobs: list[int] | Non
         data = status.job(job_id)
         for stage_id in data.get("stageIds", ()) if data else ():  # (None: a job the store no longer keeps)
             try:
-                stage = status.json(status.store.lastStageAttempt(stage_id))
+                stage = status.store.lastStageAttempt(stage_id)
             except Exception:  # noqa: BLE001, S112 - a stage skipped (already computed) has no attempt
                 continue
             for key in totals:
-                totals[key] += int(stage.get(key) or 0)
+                totals[key] += int(getattr(stage, key)())
     return totals
 
 
@@ -592,15 +655,18 @@ def _sql_job_ids(sql_store: Any, before: int, earlier: int = 0) -> set[int]:
 #: the id; the whole label is Java-escaped) and ``4->5;``.
 _DOT_NODE = re.compile(r'^\s*(\d+) \[.*?label="(.*) \[\1\](?: \[[^\]<]*\])*<br>', re.MULTILINE)
 _DOT_EDGE = re.compile(r"^\s*(\d+)->(\d+);", re.MULTILINE)
+#: An edge of a stage's ``incomingEdges`` (shuffle dependencies) as the Scala sequence's text writes it: the case
+#: class ``RDDOperationEdge(fromId, toId)``.
+_EDGE_TEXT = re.compile(r"RDDOperationEdge\((\d+),\s*(\d+)\)")
 
 
-def _submitted(data: dict[str, Any] | None) -> datetime | None:
+def _submitted(data: Mapping[str, Any] | None) -> datetime | None:
     """When a job was submitted (its ``JobData.submissionTime``), or None when unknown."""
     millis = data.get("submissionTime") if data else None
     return None if millis is None else datetime.fromtimestamp(millis / 1000.0, tz=timezone.utc)
 
 
-def _graph_job_name(status: StatusReader, job_id: int, data: dict[str, Any] | None = None) -> str | None:
+def _graph_job_name(status: StatusReader, job_id: int, data: Mapping[str, Any] | None = None) -> str | None:
     """The JVM's ``nameRDD`` of a job's final RDD, from the RDD operation graphs of its stages (the result stage
     last), each read as one DOT text (a few py4j calls a stage instead of a few per RDD): each RDD's name, or its
     class without ``RDD`` in snake case, then its dependencies' (shuffle dependencies are incoming edges).
@@ -622,21 +688,22 @@ def _graph_job_name(status: StatusReader, job_id: int, data: dict[str, Any] | No
     return _node_name(max(last_stage), names, parents, [200])
 
 
-def _stage_graphs(status: StatusReader, job_id: int, data: dict[str, Any] | None = None
+def _stage_graphs(status: StatusReader, job_id: int, data: Mapping[str, Any] | None = None
                   ) -> list[tuple[str, list[tuple[int, int]]]]:
     """The RDD operation graph of each stage of a job (the result stage last): its DOT text
     (``RDDOperationGraph.makeDotFile``: one call a stage instead of a few per RDD) and its incoming edges (the
-    shuffle dependencies, (from, to) RDD ids; the DOT text leaves them out), which the graphs' JSON gives for every
-    stage in one call. A job of one stage (``data``, its ``JobData``, says so) has no shuffle dependency: its
-    stage's graph is read alone, in two calls (a reader call's job: the footers or the files it scans)."""
+    shuffle dependencies, (from, to) RDD ids; the DOT text leaves them out). A job of one stage (``data``, its
+    ``JobData``, says so) has no shuffle dependency: its stage's graph is read alone, in two calls (a reader
+    call's job: the footers or the files it scans)."""
     stage_ids = data.get("stageIds") if data else None
     if stage_ids is not None and len(stage_ids) == 1:
         return [(str(status.make_dot_file(status.store.operationGraphForStage(stage_ids[0]))), [])]
     graphs = status.store.operationGraphForJob(job_id)
-    stages = status.json(graphs)
-    return [(str(status.make_dot_file(graphs.apply(i))),
-             [(int(edge["fromId"]), int(edge["toId"])) for edge in stage.get("incomingEdges", ())])
-            for i, stage in enumerate(stages)]
+    stages = []
+    for graph in map(graphs.apply, range(graphs.size())):
+        incoming = _EDGE_TEXT.findall(str(graph.incomingEdges()))  # one call, however many
+        stages.append((str(status.make_dot_file(graph)), [(int(a), int(b)) for a, b in incoming]))
+    return stages
 
 
 def _dot_label(label: str) -> str:

@@ -478,6 +478,35 @@ def test_rdd_statistics_wait_for_the_status_store_to_see_the_jobs_end(spark):
         thread.join()
 
 
+@pytest.mark.parametrize("description, group", [("load the orders", "nightly"), (None, None),
+                                                ("Some(text) (with parentheses)", "None")])
+def test_a_jobs_data_read_field_by_field_is_its_json(spark, monkeypatch, description, group):
+    """Spark's status store keeps a ``JobData`` per job: the first jobs are read a field at a time (no JSON machinery
+    loaded for an application of a few jobs), later ones as one JSON text; both readings give the same values."""
+    from spark_plugin import rdd_jobs
+
+    sc = spark.sparkContext
+    sc.setLocalProperty("spark.job.description", description)
+    sc.setLocalProperty("spark.jobGroup.id", group)
+    try:
+        job_id = rdd_jobs._next_job_id(sc)
+        sc.parallelize(range(4), 2).map(lambda x: (x % 2, x)).reduceByKey(lambda a, b: a + b).collect()
+    finally:
+        sc.setLocalProperty("spark.job.description", None)
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    rdd_jobs.wait_for_listener_bus(sc)
+    by_fields = rdd_jobs.StatusReader(sc)
+    fields = by_fields.job(job_id)
+    assert type(fields).__name__ == "_JobFields" and by_fields._scala_mapper is None
+    monkeypatch.setattr(rdd_jobs, "JSON_AFTER_JOBS", 0)
+    as_json = rdd_jobs.StatusReader(sc).job(job_id)
+    assert isinstance(as_json, dict)
+    assert {key: fields[key] for key in fields} == {key: as_json[key] for key in fields}
+    assert (fields["description"], fields["jobGroup"], fields["jobId"]) == (description, group, job_id)
+    assert len(fields["stageIds"]) == 2 and fields["status"] == "SUCCEEDED" and fields["submissionTime"] > 0
+    assert rdd_jobs.StatusReader(sc).job(job_id + 1000) is None  # a job the store has not seen
+
+
 @pytest.mark.parametrize("name, make", [
     ("one_stage", lambda sc: sc.parallelize(range(10), 2).map(lambda x: x + 1)),
     # the shuffle: the result stage's RDDs reach the map stage's only through the graph's incoming edges

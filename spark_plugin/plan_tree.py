@@ -104,9 +104,8 @@ def walk(node: PlanNode) -> Iterator[PlanNode]:
 
 
 def _step(obj: Any, step: Step) -> Any:
+    """One step of a path other than to a child (:class:`JvmNodes` keeps each node's children sequence)."""
     kind, key = step
-    if kind == "c":
-        return obj.children().apply(key)
     if kind == "i":
         return obj.apply(key)
     obj = getattr(obj, key)()

@@ -175,15 +175,16 @@ def _kept(key: str, sc: Any, make: Any) -> Any:
     return cached[1]
 
 
-#: Jobs read field by field before :class:`StatusReader` reads each as one JSON text: the JSON's first use costs
-#: ~0.1 s of JVM CPU once (jackson-module-scala's introspection of ``JobData``), ~7 py4j calls a job fewer pay it
-#: back after some 50-100 jobs (a wide plan of 150 reads); an application of a few reads never pays it.
+#: Reads of a job's ``JobData`` done field by field before :class:`StatusReader` reads each as one JSON text (a
+#: job may be read more than once: an RDD action's details, then its end and statistics): the JSON's first use
+#: costs ~0.1 s of JVM CPU once (jackson-module-scala's introspection of ``JobData``), ~7 py4j calls a read fewer pay
+#: it back after some 50-100 reads (a wide plan of 150 reads); an application of a few reads never pays it.
 JSON_AFTER_JOBS = 32
 
 
 class StatusReader:
     """Spark's status store of one SparkContext as the worker reads it, in few py4j calls. A job's ``JobData``
-    (:meth:`job`) is read field by field as its fields are asked for, then, past :data:`JSON_AFTER_JOBS` jobs, whole
+    (:meth:`job`) is read field by field as its fields are asked for, then, past :data:`JSON_AFTER_JOBS` reads, whole
     as one JSON text (Jackson with its Scala module: what Spark's REST API writes for the same ``api.v1`` classes;
     each field a call, and each object returned a proxy py4j releases with one call more). Arrays (the files a
     relation reads) are one JSON text always: plain Jackson, loaded by Spark already."""
@@ -415,12 +416,12 @@ def job_details(sc: Any, job_id: int, python_call_site: bool) -> dict[str, Any] 
     which is the ``callSite.short`` property whenever one is set (``python_call_site``: PySpark's ``RDD.collect``
     sets it); otherwise Spark's own call site, which the JVM's facet does not report."""
     data = status_reader(sc).job(job_id)
-    return None if data is None else details_of(data, python_call_site)  # (None: no longer kept: retainedJobs)
+    return None if data is None else details_of(job_id, data, python_call_site)  # (None: retainedJobs)
 
 
-def details_of(data: Mapping[str, Any], python_call_site: bool) -> dict[str, Any]:
+def details_of(job_id: int, data: Mapping[str, Any], python_call_site: bool) -> dict[str, Any]:
     """:func:`job_details` of a job's ``JobData`` read already."""
-    return {"jobId": data["jobId"], "jobDescription": data.get("description"), "jobGroup": data.get("jobGroup"),
+    return {"jobId": job_id, "jobDescription": data.get("description"), "jobGroup": data.get("jobGroup"),
             "jobCallSite": data.get("name") if python_call_site else None}
 
 
@@ -610,7 +611,7 @@ def reader_job_runs(sc: Any, sql_store: Any, item: ReaderJobs
         name = _graph_job_name(status, job_id, data)
         if name is None:
             continue
-        details = None if data is None else details_of(data, python_call_site=False)
+        details = None if data is None else details_of(job_id, data, python_call_site=False)
         runs.append((naming.normalize_name(name), _submitted(data) or item.start, list(directories), details))
     return runs
 

@@ -41,12 +41,27 @@ def mssql_namespace(host: str, port: int | str | None = None) -> str:
 def unquote_identifier(part: str) -> str:
     """``[dbo]`` / ``"dbo"`` -> ``dbo``: a dataset name carries identifiers, not T-SQL quoting."""
     part = part.strip()
-    if len(part) >= 2 and (part[0], part[-1]) in (("[", "]"), ('"', '"')):
+    if len(part) >= 2 and part[0] == "[" and part[-1] == "]":
+        return part[1:-1].replace("]]", "]")
+    if len(part) >= 2 and part[0] == part[-1] == '"':
         return part[1:-1]
     return part
 
 
-_SQLSERVER_PARTS = re.compile(r'\[[^\]]*\]|"[^"]*"|[^.]+')
+#: One part of a dotted T-SQL name: ``[...]`` (``]]`` a ``]`` inside), ``"..."``, or a run without dots.
+_SQLSERVER_PARTS = re.compile(r'\[(?:[^\]]|\]\])*\]|"[^"]*"|[^.]+')
+#: The same, its empty parts kept (``srv..dbo.t``): a part, then a dot or the end.
+_SQLSERVER_PART_DOT = re.compile(r'(\[(?:[^\]]|\]\])*\]|"[^"]*"|[^.]*)(?:\.|$)')
+
+
+def split_sqlserver_name(name: str) -> list[str]:
+    """A dotted name as the SQL engine reports T-SQL tables (``[10.0.0.5].db.dbo.t``: a part holding a dot is
+    bracketed) -> its parts, unquoted, empty parts kept (``srv..dbo.t`` -> ``srv``, ``""``, ``dbo``, ``t``)."""
+    if "[" not in name and '"' not in name:  # (nearly every name: no quoted part)
+        return name.split(".")
+    parts = [unquote_identifier(m.group(1)) for m in _SQLSERVER_PART_DOT.finditer(name)]
+    # finditer's empty match at the end of the text, after a last part ended by the end itself
+    return parts[:-1] if len(parts) > 1 and parts[-1] == "" and not name.endswith(".") else parts
 
 
 def sqlserver_dataset_name(

@@ -82,6 +82,9 @@ class LineageCache:
 
     #: keep the dialect's system objects as datasets (``--keep-system-objects``)
     keep_system_objects: bool = False
+    #: names with a part holding a dot quoted (the engine's ``quote_dotted_parts``), for a harvester that splits
+    #: them back into parts (SQL Server's linked servers)
+    quote_dotted_parts: bool = False
 
     def __init__(self, dialect: str, default_schema: str | None, max_entries: int = 20_000) -> None:
         from harvesters.sql.engine import table_lineage
@@ -108,7 +111,8 @@ class LineageCache:
             return cached
         self.misses += 1
         try:
-            found = self._table_lineage(sql, self.dialect, **engine_options)
+            found = self._table_lineage(sql, self.dialect, quote_dotted_parts=self.quote_dotted_parts,
+                                        **engine_options)
             inputs, outputs = tuple(found.inputs), tuple(found.outputs)
             if not self.keep_system_objects:
                 inputs = without_system_objects(inputs, self.dialect)
@@ -134,7 +138,8 @@ class LineageCache:
         text = inner.group(1).replace("''", "'") if inner else call.sql if call is not None and call.sql else sql
         found = column_lineage(text, self.dialect,
                                options.get("default_database"), options.get("default_schema"),
-                               table_columns=self.table_columns, temp_tables=options.get("temp_tables", ()))
+                               table_columns=self.table_columns, temp_tables=options.get("temp_tables", ()),
+                               quote_dotted_parts=self.quote_dotted_parts)
         read, written = set(inputs), set(outputs)
         return tuple((table, kept) for table, columns in found.items() if table in written
                      for kept in [tuple((column, sources) for column, sources in columns.items()

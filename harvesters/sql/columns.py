@@ -31,7 +31,7 @@ from sqlglot.lineage import Node, lineage
 from sqlglot.tokens import TokenType
 
 from harvesters.sql.dialects import DialectRules, rules_for, split_batches
-from harvesters.sql.engine import default_identifier, four_parts, qualified_parts
+from harvesters.sql.engine import default_identifier, four_parts, joined_name, qualified_parts
 
 __all__ = ["IDENTITY", "TRANSFORMATION", "AGGREGATION", "ColumnSource", "ColumnLineage", "column_lineage"]
 
@@ -52,10 +52,12 @@ log = logging.getLogger(__name__)
 
 
 def column_lineage(sql: str, dialect: str, default_database: str | None = None, default_schema: str | None = None,
-                   *, table_columns: TableColumns | None = None, temp_tables: Iterable[str] = ()) -> ColumnLineage:
+                   *, table_columns: TableColumns | None = None, temp_tables: Iterable[str] = (),
+                   quote_dotted_parts: bool = False) -> ColumnLineage:
     """Column lineage of ``sql`` (see the module): ``{output table: {column: ((table, column, subtype), ...)}}``.
 
-    Table names are qualified with the defaults as :func:`harvesters.sql.engine.table_lineage` qualifies them.
+    Table names are qualified with the defaults (and ``quote_dotted_parts``) as
+    :func:`harvesters.sql.engine.table_lineage` qualifies them.
     ``table_columns(name)`` gives a table's columns when the caller knows them (``*`` is expanded, an INSERT
     without a column list is mapped by position); ``temp_tables`` are session temp tables (not datasets: a
     column computed from one is left out). Never raises: an empty mapping when nothing is known.
@@ -66,7 +68,7 @@ def column_lineage(sql: str, dialect: str, default_database: str | None = None, 
         rules = rules_for(dialect)
         if rules is None:
             return {}
-        walker = _Walker(rules, default_database, default_schema, table_columns, temp_tables)
+        walker = _Walker(rules, default_database, default_schema, table_columns, temp_tables, quote_dotted_parts)
         return walker.run(sql)
     except _ERRORS as error:
         log.debug("no column lineage: %s: %s", type(error).__name__, error)
@@ -79,8 +81,10 @@ _ERRORS = (SqlglotError, RecursionError, ValueError, KeyError, AttributeError, T
 
 class _Walker:
     def __init__(self, rules: DialectRules, database: str | None, schema: str | None,
-                 table_columns: TableColumns | None, temp_tables: Iterable[str]) -> None:
+                 table_columns: TableColumns | None, temp_tables: Iterable[str], quote_dotted_parts: bool = False
+                 ) -> None:
         self.rules = rules
+        self.part_quotes = rules.dotted_part_quotes if quote_dotted_parts else None
         self.database = self._default(database)
         self.schema = self._default(schema)
         self.table_columns = table_columns
@@ -248,7 +252,7 @@ class _Walker:
         texts = [p.name for p in parts]
         if len(parts) < 4 and table.args.get("catalog") and not table.args.get("db"):  # db..t
             texts = [*texts[:-1], "", texts[-1]]
-        name = ".".join(self._qualify(texts))
+        name = joined_name(self._qualify(texts), self.part_quotes)
         if name.casefold() in self.temps or ".".join(texts).casefold() in self.temps or \
                 texts[-1].casefold() in self.temps:
             return None

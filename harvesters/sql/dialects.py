@@ -69,6 +69,11 @@ class DialectRules:
     use_target: UseTarget = "schema"
     # Schema that becomes current after `USE DATABASE x` (Snowflake switches to PUBLIC); None keeps it.
     schema_after_use_database: str | None = None
+    # How a name part holding a dot is written in a returned name when the caller asks (`quote_dotted_parts`), so it
+    # can split the name back into its parts (T-SQL `[10.0.0.5].db.dbo.t`: a linked server named by its address;
+    # `dbo.[t.2024]`): (open, close), the close doubled inside as the dialect escapes it. None: parts are joined as
+    # they are (the dot is ambiguous).
+    dotted_part_quotes: tuple[str, str] | None = None
     # Whether `USE DATABASE x` forgets the current schema (it belonged to the old database).
     use_database_resets_schema: bool = False
     # Whether `CREATE DATABASE x` / `CREATE SCHEMA [d.]s` make the new one current, as a USE would (Snowflake).
@@ -205,6 +210,7 @@ _TSQL: dict[str, Any] = dict(
     sqlglot="tsql",
     empty_schema="dbo",
     implicit_schema="dbo",
+    dotted_part_quotes=("[", "]"),
     use_target="database",
     batch_separator=_GO,
     definition_runs_to_batch_end=True,

@@ -69,6 +69,7 @@ def table_lineage(
     *,
     temp_tables: Iterable[str] = (),
     max_bytes: int = MAX_SQL_BYTES,
+    quote_dotted_parts: bool = False,
 ) -> TableLineage:
     """Return the tables `sql` reads and writes, as a `TableLineage`. Never raises.
 
@@ -78,7 +79,9 @@ def table_lineage(
     change them for the rest of it. Defaults are read like identifiers of the dialect: a Snowflake default is
     upper-cased unless written quoted (`'"Mixed"'`). `temp_tables` names temp objects that earlier
     statements of the same session created (e.g. Snowflake TEMPORARY tables) so they are reported as temp.
-    Texts over `max_bytes` (UTF-8) are refused with an error.
+    Texts over `max_bytes` (UTF-8) are refused with an error. Names carry no quotes or brackets, unless
+    `quote_dotted_parts` (a caller that splits names back into parts): then a part holding a dot is quoted as the
+    dialect quotes it (`DialectRules.dotted_part_quotes`: T-SQL `[10.0.0.5].db.dbo.t`).
     """
     try:
         if not isinstance(sql, str):
@@ -90,7 +93,8 @@ def table_lineage(
             if size > max_bytes:
                 return TableLineage(error=f"too large: {size} bytes > {max_bytes}")
         rules = rules_for(dialect)
-        analyzer = _Analyzer(rules or DIALECTS["ansi"], default_database, default_schema, temp_tables)
+        analyzer = _Analyzer(rules or DIALECTS["ansi"], default_database, default_schema, temp_tables,
+                             quote_dotted_parts)
         if rules is None:
             analyzer.errors.append(f"unknown dialect: {dialect!r} (read as ansi)")
         return analyzer.run(sql)
@@ -183,8 +187,10 @@ class _Analyzer:
         database: str | None,
         schema: str | None,
         temp_tables: Iterable[str],
+        quote_dotted_parts: bool = False,
     ) -> None:
         self.rules = rules
+        self.part_quotes = rules.dotted_part_quotes if quote_dotted_parts else None
         self.dialect = Dialect.get_or_raise(rules.sqlglot)
         self.database = self._default(database)
         self.schema = self._default(schema)
@@ -1042,7 +1048,7 @@ class _Analyzer:
         if self.rules.partition_decorator and "$" in names[-1]:  # BigQuery `t$20230101`: a partition of t
             texts[-1], names[-1] = texts[-1].split("$", 1)[0], names[-1].split("$", 1)[0]
         written = ".".join(names)
-        display = ".".join(self._qualify(texts))
+        display = joined_name(self._qualify(texts), self.part_quotes)
         key = display.casefold()
         temp = key in self.temp_keys or written.casefold() in self.temp_keys
         if temp:
@@ -1086,6 +1092,17 @@ def qualified_parts(parts: list[str], rules: DialectRules, database: str | None,
     if len(parts) == 2 and database:
         parts = [database, *parts]
     return parts
+
+
+def joined_name(parts: list[str], quotes: tuple[str, str] | None) -> str:
+    """A table's qualified parts as one dotted name; with ``quotes`` (the dialect's
+    :attr:`DialectRules.dotted_part_quotes`, when the caller asked for them) a part holding a dot is quoted, so the
+    name splits back into the same parts. Shared with :mod:`harvesters.sql.columns`."""
+    if quotes is None or not any("." in part for part in parts):
+        return ".".join(parts)
+    opening, closing = quotes
+    return ".".join(opening + part.replace(closing, closing * 2) + closing if "." in part else part
+                    for part in parts)
 
 
 def four_parts(table: exp.Table) -> list[exp.Expr]:

@@ -6,14 +6,15 @@ Its dataset is named as that server's own harvest (or a Spark JDBC read of it) w
 ``--linked-server NAME=HOST[:PORT]`` says where it is (a linked server's name is often its host's, but may be an
 alias: ``sys.servers.data_source`` on the server says). An empty database part (``srv..dbo.t``: the linked login's
 default database) leaves ``schema.t``, the form a name without database takes. The SQL engine gives names as
-dotted strings, so a four-part name is one with four parts (a bracketed part holding a dot is read as two).
+dotted strings, a part holding a dot bracketed (``[10.0.0.5].db.dbo.t``, ``db.dbo.[t.2024]``): a four-part name is
+one with four parts once split at the dots outside brackets, and every name comes back without brackets.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from emitter.naming import sqlserver_namespace
-from emitter.naming.sqlserver import mssql_namespace, unquote_identifier
+from emitter.naming.sqlserver import mssql_namespace, split_sqlserver_name, unquote_identifier
 from harvesters.sqlserver.command import parse_server
 
 
@@ -53,9 +54,9 @@ class LinkedServers:
         return found
 
     def _locate(self, namespace: str, name: str) -> tuple[str, str]:
-        parts = name.split(".")
+        parts = split_sqlserver_name(name)
         if len(parts) != 4 or not parts[0] or not parts[3]:
-            return namespace, name
+            return namespace, ".".join(parts)  # (a part holding a dot loses its brackets: a dataset name has none)
         host, port = self._hosts.get(parts[0].casefold(), (parts[0], None))
         jdbc_form, airflow_form = sqlserver_namespace(host, port), mssql_namespace(host, port)
         primary, other = (airflow_form, jdbc_form) if self._airflow_form else (jdbc_form, airflow_form)

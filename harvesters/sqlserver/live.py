@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from emitter.naming.sqlserver import split_sqlserver_name
 from harvesters.core.outcome import Unreadable, UsageError
 from harvesters.sqlserver.xevents import Item, XEvent, parse_event, read_events
 
@@ -90,7 +91,7 @@ class TableColumns:
     def __call__(self, name: str) -> tuple[str, ...] | None:
         if name in self._known:
             return self._known[name]
-        parts = name.split(".")
+        parts = split_sqlserver_name(name)  # (``db.dbo.[t.2024]``: a part holding a dot comes bracketed)
         if self._broken or len(parts) != 3 or not all(parts):
             return None
         found = self._read(*parts)

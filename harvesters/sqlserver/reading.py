@@ -34,6 +34,7 @@ from typing import Any, cast
 
 import attrs
 
+from emitter.naming.sqlserver import split_sqlserver_name
 from harvesters.core.background import read_in_background, send_items
 from harvesters.core.column_facets import output_facets
 from harvesters.core.outcome import HarvestCounts, Skip
@@ -110,7 +111,11 @@ class ModuleEnd:
 
 
 class LineageCache(BoundedLineageCache):
-    """The engine's lineage in T-SQL (default schema ``dbo``), memoised by (statement shape, database)."""
+    """The engine's lineage in T-SQL (default schema ``dbo``), memoised by (statement shape, database); a name part
+    holding a dot comes bracketed (``[10.0.0.5].db.dbo.t``) for :mod:`harvesters.sqlserver.linked_servers`, which
+    names every dataset without brackets."""
+
+    quote_dotted_parts = True
 
     def __init__(self, dialect: str = DIALECT, default_schema: str | None = DEFAULT_SCHEMA,
                  max_entries: int = 20_000) -> None:
@@ -374,7 +379,8 @@ class EventConverter:
             found = self.reader.lineage.lineage(statement.sql, known)
             if not found.error:
                 return attrs.evolve(statement, inputs=found.inputs, outputs=found.outputs)
-        missing = [name for name in (*statement.inputs, *statement.outputs) if name.count(".") < 2]
+        missing = [name for name in (*statement.inputs, *statement.outputs)
+                   if len(split_sqlserver_name(name)) < 3]
         for name in missing:
             if name not in self._without_database and len(self._without_database) < ACTIVITY_MEMORY:
                 self._without_database[name] = None

@@ -18,6 +18,7 @@ from emitter.naming import (
     sqlserver_namespace,
     trim_partitions,
 )
+from emitter.naming.sqlserver import split_sqlserver_name
 
 from paths import SHARED
 
@@ -242,12 +243,32 @@ SQLSERVER_NAMES = [
     (("sales", None, "other.stg.orders"), "other.stg.orders"),
     (("[Sales]", "[dbo]", "[Orders]"), "Sales.dbo.Orders"),
     ((None, None, "orders"), "dbo.orders"),
+    # a part holding a dot, bracketed as the SQL engine reports it; `]]` is a `]` inside brackets
+    (("sales", None, "dbo.[t.2024]"), "sales.dbo.t.2024"),
+    ((None, None, "[a]]b.c]"), "dbo.a]b.c"),
 ]
 
 
 @pytest.mark.parametrize(("args", "expected"), SQLSERVER_NAMES)
 def test_sqlserver_dataset_name(args: tuple, expected: str) -> None:
     assert sqlserver_dataset_name(*args) == expected
+
+
+SQLSERVER_SPLITS = [
+    ("db.dbo.t", ["db", "dbo", "t"]),
+    ("[10.0.0.5].db.dbo.t", ["10.0.0.5", "db", "dbo", "t"]),
+    ("srv..dbo.t", ["srv", "", "dbo", "t"]),
+    ("[srv.corp]...t", ["srv.corp", "", "", "t"]),
+    ("DW.dbo.[t.2024]", ["DW", "dbo", "t.2024"]),
+    ("DW.dbo.[a]]b.c]", ["DW", "dbo", "a]b.c"]),
+    ("[a.b]", ["a.b"]),
+    ("t.", ["t", ""]),
+]
+
+
+@pytest.mark.parametrize(("name", "parts"), SQLSERVER_SPLITS)
+def test_split_sqlserver_name(name: str, parts: list[str]) -> None:
+    assert split_sqlserver_name(name) == parts
 
 
 SNOWFLAKE = [

@@ -271,3 +271,28 @@ def test_descriptions_inside_a_cached_plan_are_its_own(spark, qe_capture, workdi
     [(field, description)] = [(f.field, t.description) for f in facet.dataset for t in f.transformations]
     assert field == "a"
     assert description in ("WHERE (a > 0)", "WHERE ((a IS NOT NULL) AND (a > 0))")
+
+
+# a JDBC query's tables as the SQL engine names them (a part holding a dot joined as it is) -> the columns each
+# relation field is computed from
+TRACED_CASES = [
+    ("SELECT o.x AS a, o.y AS b FROM dbo.[t.2024] o", "jdbc:sqlserver://h:1433;databaseName=d",
+     {"a": [("dbo.t.2024", "x")], "b": [("dbo.t.2024", "y")]}),
+    ("SELECT o.x AS a, r.z AS b FROM dbo.orders o JOIN [10.0.0.5].db.dbo.refs r ON r.id = o.id",
+     "jdbc:sqlserver://h:1433",
+     {"a": [("dbo.orders", "x")], "b": [("10.0.0.5.db.dbo.refs", "z")]}),
+    ("SELECT x AS a, y AS b FROM s.t", "jdbc:postgresql://h/db", {"a": [("s.t", "x")], "b": [("s.t", "y")]}),
+]
+
+
+@pytest.mark.parametrize("sql, url, expected", TRACED_CASES)
+def test_a_jdbc_querys_columns_are_traced_to_the_tables_the_engine_names(sql: str, url: str,
+                                                                         expected: dict[str, Any]) -> None:
+    from emitter.deferred import facet_v2
+    from spark_plugin.plan_jdbc import _jdbc_dialect, _sql_tables, _traced_columns
+
+    fields = facet_v2.schema_dataset.SchemaDatasetFacetFields
+    schema = facet_v2.schema_dataset.SchemaDatasetFacet(fields=[fields(name="a", type="int"),
+                                                                fields(name="b", type="int")])
+    dialect = _jdbc_dialect(url)
+    assert _traced_columns(sql, dialect, schema, _sql_tables(sql, dialect)) == expected

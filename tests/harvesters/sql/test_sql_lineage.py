@@ -141,3 +141,26 @@ def test_max_bytes_is_a_parameter() -> None:
     sql = "INSERT INTO t SELECT * FROM s"
     assert table_lineage(sql, "tsql", max_bytes=10) == TableLineage(error=f"too large: {len(sql)} bytes > 10")
     assert table_lineage(sql, "tsql", max_bytes=len(sql)).outputs == ["t"]
+
+
+
+# quote_dotted_parts (the SQL Server harvester's names, split back into parts for linked servers): a part holding
+# a dot is quoted as the dialect quotes it, `]` doubled inside; without it (the contract), names are plain
+QUOTED_PARTS = [
+    ("tsql", "INSERT INTO dbo.[t.2024] SELECT * FROM [10.0.0.5].db.dbo.orders JOIN [odd]]name.x] ON 1=1",
+     (["DW.dbo.[odd]]name.x]", "[10.0.0.5].db.dbo.orders"], ["DW.dbo.[t.2024]"]),
+     (["10.0.0.5.db.dbo.orders", "DW.dbo.odd]name.x"], ["DW.dbo.t.2024"])),
+    ("tsql", "SELECT * FROM [sql02.corp.local]..dbo.t JOIN [a].[b].[c] ON 1=1",
+     (["[sql02.corp.local]..dbo.t", "a.b.c"], []), (["a.b.c", "sql02.corp.local..dbo.t"], [])),
+    # a dialect without such quotes joins the parts as they are either way
+    ("snowflake", 'SELECT * FROM "my.db".s.t', (["my.db.S.T"], []), (["my.db.S.T"], [])),
+]
+
+
+@pytest.mark.parametrize("dialect, sql, quoted, plain", QUOTED_PARTS)
+def test_a_part_holding_a_dot_is_quoted_when_asked(dialect: str, sql: str, quoted: tuple[list[str], list[str]],
+                                                   plain: tuple[list[str], list[str]]) -> None:
+    found = table_lineage(sql, dialect, "DW", quote_dotted_parts=True)
+    assert (found.inputs, found.outputs, found.error) == (*quoted, None)
+    found = table_lineage(sql, dialect, "DW")
+    assert (found.inputs, found.outputs, found.error) == (*plain, None)

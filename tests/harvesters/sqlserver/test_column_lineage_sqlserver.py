@@ -90,10 +90,11 @@ def test_table_columns_are_read_once_per_table(tmp_path):
     from harvesters.sqlserver.live import BACKENDS, TableColumns
 
     server = FakeServer(tmp_path / "xe.sqlite")
-    with_columns(server, {("Sales", "dbo", "Orders"): ["OrderID", "Total"]})
+    with_columns(server, {("Sales", "dbo", "Orders"): ["OrderID", "Total"], ("Sales", "dbo", "t.2024"): ["Y"]})
     columns = TableColumns(f"Driver={DRIVER};Database={server.path};", BACKENDS["sqlite"])
     try:
         assert columns("Sales.dbo.Orders") == ("OrderID", "Total")
+        assert columns("Sales.dbo.[t.2024]") == ("Y",)  # a part holding a dot, as the harvest's engine names it
         assert columns("Sales.dbo.Missing") is None
         with sqlite3.connect(server.path) as db:  # the server changes: the harvest keeps what it read
             db.execute("DELETE FROM information_schema_columns")

@@ -33,6 +33,15 @@ CASES: list[tuple[str, list[str], list[tuple[str, str]], list[tuple[str, str]]]]
      [(HERE, "Sales.dbo.orders")], [("sqlserver://srv:1433", "archive.dbo.orders")]),
     ("SELECT a.id INTO #t FROM srv1.db.dbo.a a JOIN db.dbo.b b ON a.id = b.id; INSERT INTO dbo.c SELECT * FROM #t", [],
      [("sqlserver://srv1:1433", "db.dbo.a"), (HERE, "db.dbo.b")], [(HERE, "Sales.dbo.c")]),
+    # a linked server named by its address or its host's full name: the dots are the name's, not the parts'
+    ("INSERT INTO dbo.local_t SELECT * FROM [10.0.0.5].salesdb.dbo.orders", [],
+     [("sqlserver://10.0.0.5:1433", "salesdb.dbo.orders")], [(HERE, "Sales.dbo.local_t")]),
+    ("INSERT INTO [SQL02.corp.local]..dbo.orders SELECT * FROM dbo.local_t", ["--linked-server",
+                                                                              "sql02.corp.local=sql02.corp.local,1450"],
+     [(HERE, "Sales.dbo.local_t")], [("sqlserver://sql02.corp.local:1450", "dbo.orders")]),
+    # a table holding a dot in its name is the statement's server's, named without brackets
+    ("INSERT INTO dbo.[t.2024] SELECT * FROM [stage.v1].[orders]", [],
+     [(HERE, "Sales.stage.v1.orders")], [(HERE, "Sales.dbo.t.2024")]),
 ]
 
 
@@ -72,6 +81,21 @@ def test_column_lineage_and_symlinks_name_the_linked_server(tmp_path: Path) -> N
     fields = written["facets"]["columnLineage"]["fields"]
     assert [(f["namespace"], f["name"], f["field"]) for f in fields["amount"]["inputFields"]] == [
         ("mssql://srv:1433", "db.dbo.orders", "amount")]
+
+
+def test_column_lineage_names_a_linked_server_named_by_its_address(tmp_path: Path) -> None:
+    log = tmp_path / "log.xml"
+    log.write_text(event({"sql": "INSERT INTO dbo.[t.2024] (amount) SELECT o.amount FROM [10.0.0.5].db.dbo.orders o"},
+                         1))
+    code, emitted = run_harvest(tmp_path / "events.jsonl", ["sqlserver", "--server", "sqlprod01", "--xml", str(log)])
+    assert code == 0
+    complete = next(e for e in emitted if e["eventType"] == "COMPLETE" and "." in e["job"]["name"])
+    assert names(complete["inputs"]) == [("sqlserver://10.0.0.5:1433", "db.dbo.orders")]
+    [written] = complete["outputs"]
+    assert (written["namespace"], written["name"]) == (HERE, "Sales.dbo.t.2024")
+    fields = written["facets"]["columnLineage"]["fields"]
+    assert [(f["namespace"], f["name"], f["field"]) for f in fields["amount"]["inputFields"]] == [
+        ("sqlserver://10.0.0.5:1433", "db.dbo.orders", "amount")]
 
 
 @pytest.mark.parametrize("value", ["srv", "=host", "srv="])

@@ -134,8 +134,8 @@ class SqlServerSource:
 
         args = self.args
         grouper.symlinks[self.namespace] = self.also
-        grouper.locate = LinkedServers(self.namespace.startswith("mssql://"), self.linked_servers,
-                                       grouper.symlinks).locate
+        linked = LinkedServers(self.namespace.startswith("mssql://"), self.linked_servers, grouper.symlinks)
+        grouper.locate = linked.locate
         lineage = LineageCache()
         lineage.keep_system_objects = bool(getattr(args, "keep_system_objects", False))
         self.converter = EventConverter(self.namespace, lineage,
@@ -146,7 +146,7 @@ class SqlServerSource:
         harvest = Harvest(self.converter, grouper, Window(args.since, args.until), progress.tick)
         if self.live:
             assert self.conn_str is not None
-            _harvest_live(args, self.conn_str, harvest, checkpoint.current)
+            _harvest_live(args, self.conn_str, harvest, checkpoint.current, linked)
         else:
             _harvest_xml(args, harvest, checkpoint.current)
         return Harvested(harvest, closing_clock(datetime.now(timezone.utc), args.until))
@@ -289,13 +289,23 @@ def _harvest_xml(args: argparse.Namespace, harvest: Any, state: dict[str, Any]) 
 # ---- live: the event session ---------------------------------------------------------------------------
 
 
-def _harvest_live(args: argparse.Namespace, conn_str: str, harvest: Any, state: dict[str, Any]) -> None:
+def _harvest_live(args: argparse.Namespace, conn_str: str, harvest: Any, state: dict[str, Any],
+                  linked: Any) -> None:
     pyodbc = require_pyodbc("sqlserver")  # deferred: needs unixODBC's libodbc
 
-    from harvesters.sqlserver.live import BACKENDS, FilePosition, TableColumns, read_event_file
+    from harvesters.sqlserver.linked_servers import catalog_hosts
+    from harvesters.sqlserver.live import BACKENDS, FilePosition, TableColumns, read_event_file, read_linked_servers
 
     queries = BACKENDS[args.backend]
     connection = pyodbc.connect(conn_str, autocommit=True, timeout=LOGIN_TIMEOUT_SECONDS)
+    # where each linked server is (sys.servers.data_source), so a four-part name's table is named on its host;
+    # --linked-server wins. Unreadable (permissions): said once, the names stay as given.
+    rows = read_linked_servers(connection, queries)
+    if isinstance(rows, str):
+        log.warning("cannot read the linked servers (sys.servers): %s; their tables are named by their names "
+                    "(or --linked-server)", rows)
+    else:
+        linked.learn(catalog_hosts(rows))
     # column lineage through `*`: the columns of the tables it meets, from the server (a connection of its own)
     table_columns = harvest.converter.reader.lineage.table_columns = TableColumns(conn_str, queries)
     try:

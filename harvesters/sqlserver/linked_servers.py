@@ -11,7 +11,8 @@ one with four parts once split at the dots outside brackets, and every name come
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from emitter.naming import sqlserver_namespace
 from emitter.naming.sqlserver import mssql_namespace, split_sqlserver_name, unquote_identifier
@@ -30,6 +31,30 @@ def parse_linked_servers(pairs: list[str] | None) -> dict[str, tuple[str, str | 
     return found
 
 
+#: OLE DB providers of SQL Server's own clients: a linked server reached through one is a SQL Server, and its
+#: ``data_source`` is a SQL Server address. Other providers (Oracle's, MSDASQL's ODBC to anything, files) name no
+#: host this harvester can turn into a namespace: their tables keep the linked server's name as host.
+SQLSERVER_PROVIDERS = ("SQLNCLI", "MSOLEDBSQL", "SQLOLEDB")
+
+
+def catalog_hosts(rows: Iterable[Sequence[Any]]) -> dict[str, tuple[str, str | None]]:
+    """Rows of ``sys.servers`` (name, data_source, provider) -> {name (case-folded): (host, port)}, as
+    ``--linked-server`` gives them, for the linked SQL Servers whose address names a host: ``tcp:`` dropped; named
+    pipes, shared memory and the local server (``(local)``, ``.``, ``localhost``) left out (no host to name)."""
+    found: dict[str, tuple[str, str | None]] = {}
+    for name, data_source, provider in rows:
+        source = str(data_source or "").strip()
+        if not name or not str(provider or "").upper().startswith(SQLSERVER_PROVIDERS):
+            continue
+        if source[:4].lower() == "tcp:":
+            source = source[4:].strip()
+        host = source.split(",", 1)[0].split("\\", 1)[0].strip().lower()
+        if not source or ":" in source.split("\\", 1)[0].split(",", 1)[0] or host in ("(local)", ".", "localhost"):
+            continue
+        found[str(name).casefold()] = parse_server(source)
+    return found
+
+
 class LinkedServers:
     """:meth:`locate` for :attr:`harvesters.core.tasks.TaskGrouper.locate`. Each linked server's namespace is
     added to ``symlinks`` with its other naming (``mssql://`` beside ``sqlserver://``), as the harvested
@@ -41,6 +66,13 @@ class LinkedServers:
         self._hosts = dict(hosts)
         self._symlinks = symlinks
         self._located: dict[tuple[str, str], tuple[str, str]] = {}  # the same tables, statement after statement
+
+    def learn(self, hosts: Mapping[str, tuple[str, str | None]]) -> None:
+        """Hosts of linked servers the server's own catalog names (:func:`catalog_hosts`); ``--linked-server``
+        wins where both name one."""
+        for name, host in hosts.items():
+            self._hosts.setdefault(name, host)
+        self._located.clear()
 
     def locate(self, namespace: str, name: str) -> tuple[str, str]:
         """``(namespace, name)`` of a table the engine named ``name`` in a statement run on ``namespace``."""

@@ -38,6 +38,8 @@ class LiveQueries:
     #: a table's columns in order (``{database}``: the bracket-quoted database; ``database``, ``schema``, ``table``)
     columns: str = ""
     columns_params: tuple[str, ...] = ()
+    #: the linked servers: (name, data_source, provider) rows (no parameters)
+    linked_servers: str = ""
 
 
 _FN_XE = "SELECT CAST(event_data AS nvarchar(max)) AS event_data, file_name, file_offset " \
@@ -57,6 +59,7 @@ BACKENDS: Mapping[str, LiveQueries] = {
         columns="SELECT COLUMN_NAME FROM {database}.INFORMATION_SCHEMA.COLUMNS "
                 "WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
         columns_params=("schema", "table"),
+        linked_servers="SELECT name, data_source, provider FROM sys.servers WHERE is_linked = 1",
     ),
     "sqlite": LiveQueries(
         read_all=f"{_SQLITE_READ} ORDER BY file_name, file_offset, rowid", read_all_params=("path",),
@@ -69,8 +72,24 @@ BACKENDS: Mapping[str, LiveQueries] = {
         columns="SELECT column_name FROM information_schema_columns WHERE table_catalog = ? AND table_schema = ? "
                 "AND table_name = ? ORDER BY ordinal_position",
         columns_params=("database", "schema", "table"),
+        linked_servers="SELECT name, data_source, provider FROM sys_servers WHERE is_linked = 1",
     ),
 }
+
+
+def read_linked_servers(connection: Any, queries: LiveQueries) -> list[tuple[Any, ...]] | str:
+    """The server's linked servers as ``sys.servers`` lists them (name, data_source, provider), or why they could not
+    be read (a login without the permission sees only some, or none: the harvest goes on without them)."""
+    if not queries.linked_servers:
+        return []
+    try:
+        cursor = connection.cursor()
+        try:
+            return [tuple(row) for row in cursor.execute(queries.linked_servers).fetchall()]
+        finally:
+            cursor.close()
+    except Exception as error:  # noqa: BLE001 - pyodbc.Error and driver errors alike: reported, not fatal
+        return f"{type(error).__name__}: {str(error)[:200]}"
 
 
 class TableColumns:

@@ -107,3 +107,25 @@ def test_a_malformed_linked_server_is_a_usage_error(tmp_path: Path, capsys: pyte
                                                             "--linked-server", value])
     assert (code, emitted) == (2, [])
     assert "expected NAME=HOST[:PORT]" in capsys.readouterr().err
+
+
+# sys.servers rows (name, data_source, provider) -> where each linked SQL Server is
+CATALOG_ROWS = [
+    (("REPORTS", "tcp:sqlprod05.corp,1450", "SQLNCLI11"), {"reports": ("sqlprod05.corp", "1450")}),
+    (("Dw", "sqlprod06\\DW", "MSOLEDBSQL19"), {"dw": ("sqlprod06\\DW", None)}),
+    (("OLD", "10.0.0.9", "SQLOLEDB"), {"old": ("10.0.0.9", None)}),
+    (("ORA", "orcl.corp", "OraOLEDB.Oracle"), {}),  # not a SQL Server
+    (("ODBC", "dsn", "MSDASQL"), {}),
+    (("PIPE", "np:\\\\host\\pipe\\sql\\query", "SQLNCLI11"), {}),  # no host to name
+    (("LOOP", "(local)", "SQLNCLI11"), {}),
+    (("SELF", ".", "SQLNCLI11"), {}),
+    (("BARE", "", "SQLNCLI11"), {}),  # no data source: the name is the host, as without the catalog
+    (("NULLS", None, None), {}),
+]
+
+
+@pytest.mark.parametrize("row, expected", CATALOG_ROWS)
+def test_the_servers_catalog_says_where_a_linked_sql_server_is(row: tuple[Any, ...], expected: dict[str, Any]) -> None:
+    from harvesters.sqlserver.linked_servers import catalog_hosts
+
+    assert catalog_hosts([row]) == expected

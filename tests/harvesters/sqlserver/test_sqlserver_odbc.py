@@ -206,3 +206,53 @@ def test_server_from_connection_string(conn, expected):
 def test_connection_string(monkeypatch, conn, dsn, user, env, expected):
     monkeypatch.setenv("PW", "a}b;c")
     assert connection_string(conn, dsn, user, env) == expected
+
+
+def linked_servers(server: FakeServer, *rows: tuple[str, str, str]) -> None:
+    """``sys.servers``' linked servers as the stand-in's table (name, data_source, provider, is_linked)."""
+    with sqlite3.connect(server.path) as db:
+        db.execute("CREATE TABLE sys_servers (name TEXT, data_source TEXT, provider TEXT, is_linked INTEGER)")
+        db.execute("INSERT INTO sys_servers VALUES ('DB01', 'db01', 'SQLNCLI11', 0)")  # the server itself
+        db.executemany("INSERT INTO sys_servers VALUES (?, ?, ?, 1)", rows)
+
+
+def statement_inputs(events: list[dict]) -> list[list[tuple[str, str]]]:
+    return [[(d["namespace"], d["name"]) for d in e["inputs"]] for e in events
+            if e["eventType"] == "COMPLETE" and e["job"]["facets"]["jobType"]["jobType"] == "QUERY"]
+
+
+def read_from(table: str) -> bytes:
+    return xe("sql_statement_completed", at(0), f"INSERT INTO dbo.t SELECT * FROM {table}", seq=0)
+
+
+# linked servers in sys.servers, the statement's source table, extra arguments -> the dataset it reads
+CATALOG_CASES = [
+    # an alias: its data_source says where it is (tcp: and the port as SQL Server clients write them)
+    ([("REPORTS", "tcp:sqlprod05.corp,1450", "SQLNCLI11")], "REPORTS.sales.dbo.orders", [],
+     ("sqlserver://sqlprod05.corp:1450", "sales.dbo.orders")),
+    ([("DW2", r"sqlprod06\DW", "MSOLEDBSQL19")], "[dw2].sales.dbo.orders", [],
+     ("sqlserver://sqlprod06/DW", "sales.dbo.orders")),
+    # --linked-server wins over the catalog
+    ([("REPORTS", "sqlprod05.corp", "SQLNCLI11")], "REPORTS.sales.dbo.orders",
+     ["--linked-server", "reports=other:1500"], ("sqlserver://other:1500", "sales.dbo.orders")),
+    # not a SQL Server provider, or no host to name: the linked server's name stays the host
+    ([("ORA", "orcl.corp", "OraOLEDB.Oracle")], "ORA.sales.dbo.orders", [],
+     ("sqlserver://ora:1433", "sales.dbo.orders")),
+    ([("LOOP", "(local)", "SQLNCLI11")], "LOOP.sales.dbo.orders", [], ("sqlserver://loop:1433", "sales.dbo.orders")),
+]
+
+
+@pytest.mark.parametrize("rows, table, args, expected", CATALOG_CASES)
+def test_a_live_harvest_names_linked_servers_by_the_servers_catalog(tmp_path, server, rows, table, args, expected):
+    linked_servers(server, *rows)
+    server.write(r"C:\xe\openlineage_0_1.xel", 0, read_from(table))
+    code, events = live(tmp_path, server, *args)
+    assert code == 0 and statement_inputs(events) == [[expected]]
+
+
+def test_a_catalog_that_cannot_be_read_leaves_linked_servers_named_by_their_names(tmp_path, server, caplog):
+    server.write(r"C:\xe\openlineage_0_1.xel", 0, read_from("REPORTS.sales.dbo.orders"))  # no sys_servers table
+    code, events = live(tmp_path, server)
+    assert code == 0 and statement_inputs(events) == [[("sqlserver://reports:1433", "sales.dbo.orders")]]
+    assert [r.getMessage()[:46] for r in caplog.records if r.levelname == "WARNING"] == [
+        "cannot read the linked servers (sys.servers): "]

@@ -27,8 +27,22 @@ def parse_linked_servers(pairs: list[str] | None) -> dict[str, tuple[str, str | 
         name, sep, server = pair.partition("=")
         if not sep or not name.strip() or not server.strip():
             raise ValueError(f"--linked-server {pair!r}: expected NAME=HOST[:PORT]")
-        found[unquote_identifier(name).casefold()] = parse_server(server.strip())
+        found[unquote_identifier(name).casefold()] = _address(server.strip())
     return found
+
+
+#: The host of a linked server that is the local server itself (a loopback link: ``(local)``, ``.``,
+#: ``localhost``): its tables are the statement's server's.
+LOCAL: tuple[str, str | None] = ("", None)
+_LOCAL_HOSTS = frozenset({"(local)", ".", "localhost", "127.0.0.1", "::1"})
+
+
+def _address(source: str) -> tuple[str, str | None]:
+    """A SQL Server address (``tcp:`` dropped) as ``(host, port)``; :data:`LOCAL` for the local server."""
+    if source[:4].lower() == "tcp:":
+        source = source[4:].strip()
+    host, port = parse_server(source)
+    return LOCAL if host.split("\\", 1)[0].strip().lower() in _LOCAL_HOSTS else (host, port)
 
 
 #: OLE DB providers of SQL Server's own clients: a linked server reached through one is a SQL Server, and its
@@ -39,19 +53,18 @@ SQLSERVER_PROVIDERS = ("SQLNCLI", "MSOLEDBSQL", "SQLOLEDB")
 
 def catalog_hosts(rows: Iterable[Sequence[Any]]) -> dict[str, tuple[str, str | None]]:
     """Rows of ``sys.servers`` (name, data_source, provider) -> {name (case-folded): (host, port)}, as
-    ``--linked-server`` gives them, for the linked SQL Servers whose address names a host: ``tcp:`` dropped; named
-    pipes, shared memory and the local server (``(local)``, ``.``, ``localhost``) left out (no host to name)."""
+    ``--linked-server`` gives them, for the linked SQL Servers whose address names a host (``tcp:`` dropped) or the
+    local server (:data:`LOCAL`); named pipes and other protocols' addresses are left out (no host to name)."""
     found: dict[str, tuple[str, str | None]] = {}
     for name, data_source, provider in rows:
         source = str(data_source or "").strip()
-        if not name or not str(provider or "").upper().startswith(SQLSERVER_PROVIDERS):
+        if not name or not source or not str(provider or "").upper().startswith(SQLSERVER_PROVIDERS):
             continue
         if source[:4].lower() == "tcp:":
             source = source[4:].strip()
-        host = source.split(",", 1)[0].split("\\", 1)[0].strip().lower()
-        if not source or ":" in source.split("\\", 1)[0].split(",", 1)[0] or host in ("(local)", ".", "localhost"):
+        if ":" in source.split("\\", 1)[0].split(",", 1)[0]:  # np:\\host\pipe\..., lpc:host, admin:host
             continue
-        found[str(name).casefold()] = parse_server(source)
+        found[str(name).casefold()] = _address(source)
     return found
 
 
@@ -90,6 +103,8 @@ class LinkedServers:
         if len(parts) != 4 or not parts[0] or not parts[3]:
             return namespace, ".".join(parts)  # (a part holding a dot loses its brackets: a dataset name has none)
         host, port = self._hosts.get(parts[0].casefold(), (parts[0], None))
+        if (host, port) == LOCAL:  # a loopback link: the statement's own server
+            return namespace, ".".join(part for part in parts[1:] if part)
         jdbc_form, airflow_form = sqlserver_namespace(host, port), mssql_namespace(host, port)
         primary, other = (airflow_form, jdbc_form) if self._airflow_form else (jdbc_form, airflow_form)
         self._symlinks.setdefault(primary, other)

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from test_estates import event
 
+from harvesters.sqlserver.linked_servers import LOCAL, catalog_hosts
+
 from harvest_cli import run_harvest
 
 HERE = "sqlserver://sqlprod01:1433"
@@ -117,15 +119,14 @@ CATALOG_ROWS = [
     (("ORA", "orcl.corp", "OraOLEDB.Oracle"), {}),  # not a SQL Server
     (("ODBC", "dsn", "MSDASQL"), {}),
     (("PIPE", "np:\\\\host\\pipe\\sql\\query", "SQLNCLI11"), {}),  # no host to name
-    (("LOOP", "(local)", "SQLNCLI11"), {}),
-    (("SELF", ".", "SQLNCLI11"), {}),
+    (("LOOP", "(local)", "SQLNCLI11"), {"loop": LOCAL}),  # the local server itself
+    (("SELF", "tcp:.,1433", "SQLNCLI11"), {"self": LOCAL}),
+    (("LOCALDB", "localhost\\SQLEXPRESS", "MSOLEDBSQL"), {"localdb": LOCAL}),
     (("BARE", "", "SQLNCLI11"), {}),  # no data source: the name is the host, as without the catalog
     (("NULLS", None, None), {}),
 ]
 
 
-@pytest.mark.parametrize("row, expected", CATALOG_ROWS)
+@pytest.mark.parametrize("row, expected", CATALOG_ROWS, ids=[r[0][0] for r in CATALOG_ROWS])
 def test_the_servers_catalog_says_where_a_linked_sql_server_is(row: tuple[Any, ...], expected: dict[str, Any]) -> None:
-    from harvesters.sqlserver.linked_servers import catalog_hosts
-
     assert catalog_hosts([row]) == expected

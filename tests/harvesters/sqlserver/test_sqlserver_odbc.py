@@ -238,7 +238,8 @@ CATALOG_CASES = [
     # not a SQL Server provider, or no host to name: the linked server's name stays the host
     ([("ORA", "orcl.corp", "OraOLEDB.Oracle")], "ORA.sales.dbo.orders", [],
      ("sqlserver://ora:1433", "sales.dbo.orders")),
-    ([("LOOP", "(local)", "SQLNCLI11")], "LOOP.sales.dbo.orders", [], ("sqlserver://loop:1433", "sales.dbo.orders")),
+    # a loopback link: the statement's own server
+    ([("LOOP", "(local)", "SQLNCLI11")], "LOOP.sales.dbo.orders", [], ("sqlserver://db01:1433", "sales.dbo.orders")),
 ]
 
 

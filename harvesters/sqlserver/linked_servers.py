@@ -37,11 +37,13 @@ LOCAL: tuple[str, str | None] = ("", None)
 _LOCAL_HOSTS = frozenset({"(local)", ".", "localhost", "127.0.0.1", "::1"})
 
 
+def _without_tcp(source: str) -> str:
+    return source[4:].strip() if source[:4].lower() == "tcp:" else source
+
+
 def _address(source: str) -> tuple[str, str | None]:
     """A SQL Server address (``tcp:`` dropped) as ``(host, port)``; :data:`LOCAL` for the local server."""
-    if source[:4].lower() == "tcp:":
-        source = source[4:].strip()
-    host, port = parse_server(source)
+    host, port = parse_server(_without_tcp(source))
     return LOCAL if host.split("\\", 1)[0].strip().lower() in _LOCAL_HOSTS else (host, port)
 
 
@@ -60,9 +62,7 @@ def catalog_hosts(rows: Iterable[Sequence[Any]]) -> dict[str, tuple[str, str | N
         source = str(data_source or "").strip()
         if not name or not source or not str(provider or "").upper().startswith(SQLSERVER_PROVIDERS):
             continue
-        if source[:4].lower() == "tcp:":
-            source = source[4:].strip()
-        if ":" in source.split("\\", 1)[0].split(",", 1)[0]:  # np:\\host\pipe\..., lpc:host, admin:host
+        if ":" in _without_tcp(source).split("\\", 1)[0].split(",", 1)[0]:  # np:\\host\pipe\..., lpc:, admin:
             continue
         found[str(name).casefold()] = _address(source)
     return found
@@ -103,9 +103,10 @@ class LinkedServers:
         if len(parts) != 4 or not parts[0] or not parts[3]:
             return namespace, ".".join(parts)  # (a part holding a dot loses its brackets: a dataset name has none)
         host, port = self._hosts.get(parts[0].casefold(), (parts[0], None))
+        table = ".".join(part for part in parts[1:] if part)
         if (host, port) == LOCAL:  # a loopback link: the statement's own server
-            return namespace, ".".join(part for part in parts[1:] if part)
+            return namespace, table
         jdbc_form, airflow_form = sqlserver_namespace(host, port), mssql_namespace(host, port)
         primary, other = (airflow_form, jdbc_form) if self._airflow_form else (jdbc_form, airflow_form)
         self._symlinks.setdefault(primary, other)
-        return primary, ".".join(part for part in parts[1:] if part)
+        return primary, table

@@ -38,7 +38,8 @@ class LiveQueries:
     #: a table's columns in order (``{database}``: the bracket-quoted database; ``database``, ``schema``, ``table``)
     columns: str = ""
     columns_params: tuple[str, ...] = ()
-    #: the linked servers: (name, data_source, provider) rows (no parameters)
+    #: the linked servers: (name, data_source, provider) rows (no parameters); the local server's own row too, as a
+    #: loopback (``(local)``): a four-part name may name the local server by its own name (``@@SERVERNAME``)
     linked_servers: str = ""
 
 
@@ -48,6 +49,11 @@ _FN_XE = "SELECT CAST(event_data AS nvarchar(max)) AS event_data, file_name, fil
 #: (module_guid, package_guid, object_name, event_data, file_name, file_offset), read through the SQLite ODBC
 #: driver. ``json('...')`` raises an error when the saved file is gone, like SQL Server does.
 _SQLITE_READ = "SELECT event_data, file_name, file_offset FROM fn_xe_file_target_read_file WHERE ? IS NOT NULL"
+#: ``server_id`` 0 is the local server itself (its name is ``@@SERVERNAME``, its data source that name again):
+#: given as a loopback, so its tables are the statement's server's whatever host ``--server`` names it by.
+_LINKED_SERVERS = "SELECT name, CASE WHEN server_id = 0 THEN '(local)' ELSE data_source END, " \
+                  "CASE WHEN server_id = 0 THEN 'SQLOLEDB' ELSE provider END FROM {table} " \
+                  "WHERE is_linked = 1 OR server_id = 0"
 BACKENDS: Mapping[str, LiveQueries] = {
     "sqlserver": LiveQueries(
         read_all=_FN_XE.format(position="NULL, NULL"), read_all_params=("path",),
@@ -59,7 +65,7 @@ BACKENDS: Mapping[str, LiveQueries] = {
         columns="SELECT COLUMN_NAME FROM {database}.INFORMATION_SCHEMA.COLUMNS "
                 "WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
         columns_params=("schema", "table"),
-        linked_servers="SELECT name, data_source, provider FROM sys.servers WHERE is_linked = 1",
+        linked_servers=_LINKED_SERVERS.format(table="sys.servers"),
     ),
     "sqlite": LiveQueries(
         read_all=f"{_SQLITE_READ} ORDER BY file_name, file_offset, rowid", read_all_params=("path",),
@@ -72,7 +78,7 @@ BACKENDS: Mapping[str, LiveQueries] = {
         columns="SELECT column_name FROM information_schema_columns WHERE table_catalog = ? AND table_schema = ? "
                 "AND table_name = ? ORDER BY ordinal_position",
         columns_params=("database", "schema", "table"),
-        linked_servers="SELECT name, data_source, provider FROM sys_servers WHERE is_linked = 1",
+        linked_servers=_LINKED_SERVERS.format(table="sys_servers"),
     ),
 }
 

@@ -208,12 +208,15 @@ def test_connection_string(monkeypatch, conn, dsn, user, env, expected):
     assert connection_string(conn, dsn, user, env) == expected
 
 
-def linked_servers(server: FakeServer, *rows: tuple[str, str, str]) -> None:
-    """``sys.servers``' linked servers as the stand-in's table (name, data_source, provider, is_linked)."""
+def linked_servers(server: FakeServer, *rows: tuple[str, str, str], local_name: str = "DB01") -> None:
+    """``sys.servers``' rows as the stand-in's table (server_id, name, data_source, provider, is_linked): the server
+    itself (server_id 0, named ``local_name``) and the linked servers ``rows``."""
     with sqlite3.connect(server.path) as db:
-        db.execute("CREATE TABLE sys_servers (name TEXT, data_source TEXT, provider TEXT, is_linked INTEGER)")
-        db.execute("INSERT INTO sys_servers VALUES ('DB01', 'db01', 'SQLNCLI11', 0)")  # the server itself
-        db.executemany("INSERT INTO sys_servers VALUES (?, ?, ?, 1)", rows)
+        db.execute("CREATE TABLE sys_servers (server_id INTEGER, name TEXT, data_source TEXT, provider TEXT, "
+                   "is_linked INTEGER)")
+        db.execute("INSERT INTO sys_servers VALUES (0, ?, ?, 'SQLNCLI11', 0)", (local_name, local_name))
+        db.executemany("INSERT INTO sys_servers VALUES (?, ?, ?, ?, 1)",
+                       [(i, *row) for i, row in enumerate(rows, start=1)])
 
 
 def statement_inputs(events: list[dict]) -> list[list[tuple[str, str]]]:
@@ -246,6 +249,21 @@ CATALOG_CASES = [
 @pytest.mark.parametrize("rows, table, args, expected", CATALOG_CASES)
 def test_a_live_harvest_names_linked_servers_by_the_servers_catalog(tmp_path, server, rows, table, args, expected):
     linked_servers(server, *rows)
+    server.write(r"C:\xe\openlineage_0_1.xel", 0, read_from(table))
+    code, events = live(tmp_path, server, *args)
+    assert code == 0 and statement_inputs(events) == [[expected]]
+
+
+@pytest.mark.parametrize("table, args, expected", [
+    # the local server named by its own name (@@SERVERNAME) where --server names it by another (a DNS alias)
+    ("SQLPROD01.sales.dbo.orders", [], ("sqlserver://db01:1433", "sales.dbo.orders")),
+    ("[sqlprod01].sales..orders", [], ("sqlserver://db01:1433", "sales.dbo.orders")),  # as sales..orders
+    # --linked-server still wins
+    ("SQLPROD01.sales.dbo.orders", ["--linked-server", "SQLPROD01=sqlprod01.corp"],
+     ("sqlserver://sqlprod01.corp:1433", "sales.dbo.orders")),
+])
+def test_a_four_part_name_of_the_local_server_names_a_local_table(tmp_path, server, table, args, expected):
+    linked_servers(server, ("REPORTS", "sqlprod05", "SQLNCLI11"), local_name="SQLPROD01")
     server.write(r"C:\xe\openlineage_0_1.xel", 0, read_from(table))
     code, events = live(tmp_path, server, *args)
     assert code == 0 and statement_inputs(events) == [[expected]]

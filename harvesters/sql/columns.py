@@ -31,7 +31,8 @@ from sqlglot.lineage import Node, lineage
 from sqlglot.tokens import TokenType
 
 from harvesters.sql.dialects import DialectRules, rules_for, split_batches
-from harvesters.sql.engine import default_identifier, four_parts, joined_name, qualified_parts
+from harvesters.sql.engine import default_identifier, joined_name, qualified_parts
+from harvesters.sql.remote import OPENQUERY_CALL, four_parts, inline_remote_queries
 
 __all__ = ["IDENTITY", "TRANSFORMATION", "AGGREGATION", "ColumnSource", "ColumnLineage", "column_lineage"]
 
@@ -99,9 +100,12 @@ class _Walker:
         for batch in batches:
             if not batch.strip():
                 continue
+            remote = self.rules.remote_queries and OPENQUERY_CALL.search(batch) is not None
             for statement in _parse(batch, self.rules.sqlglot):
                 if statement is None:
                     continue
+                if remote:  # a linked server's query read as a derived table of its tables on that server
+                    statement = inline_remote_queries(statement, Dialect.get_or_raise(self.rules.sqlglot))
                 try:
                     found = self._statement(statement)
                 except _ERRORS as error:  # a statement sqlglot cannot follow costs only itself

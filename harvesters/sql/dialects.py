@@ -135,6 +135,9 @@ class DialectRules:
     # `inserted` / `deleted` (statements run by a trigger reach the session's log with them); Spark's
     # `IDENTIFIER` of `INSERT INTO IDENTIFIER(:param)`, a table known only at run time.
     pseudo_tables: frozenset[str] = frozenset()
+    # T-SQL `OPENQUERY(srv, 'query')` / `EXEC ('batch') AT srv`: text run by a linked server, its tables named as
+    # four-part names on it (see harvesters/sql/remote.py).
+    remote_queries: bool = False
     # `TABLE('db.s.t')` names the table t (Snowflake's table literal; sqlglot reads it as rows from a string).
     table_literals: bool = False
     # A bare name starting with `#` is a session's temp table (Redshift; T-SQL's parser marks its own `#t`).
@@ -225,7 +228,9 @@ _TSQL: dict[str, Any] = dict(
         "READTEXT", "WRITETEXT", "UPDATETEXT", "ENABLE", "DISABLE",  # ENABLE / DISABLE TRIGGER
     }),
     prepared_calls=True,
-    # a trigger's `inserted`/`deleted`; `INSERT INTO OPENQUERY(srv, '...')`: rows sent to a linked server, no table here
+    remote_queries=True,
+    # a trigger's `inserted`/`deleted`; `OPENQUERY(srv, '...')` whose query cannot be read: rows of (or sent to) a
+    # linked server, no table here
     pseudo_tables=frozenset({"inserted", "deleted", "openquery", "openrowset", "opendatasource"}),
     system_objects=(
         r"(?:[^.]+\.)?sys\.[^.]+",  # catalog views and DMVs: sys.tables, master.sys.dm_exec_requests

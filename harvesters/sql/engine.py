@@ -24,6 +24,7 @@ from sqlglot.tokens import Token, TokenType
 
 from harvesters.sql.dialects import DIALECTS, DialectRules, rules_for, split_batches
 from harvesters.sql.prepared import PreparedCall, prepared_call
+from harvesters.sql.remote import OPENQUERY_CALL, four_parts, inline_remote_queries, remote_table, server_identifier
 from harvesters.sql.retokenize import command_string, string_tokens
 from harvesters.sql.tsql import KINDS_BEFORE_IF, skip_group, skip_name
 
@@ -213,6 +214,9 @@ class _Analyzer:
         self.text = ""  # the batch being read (statement nodes point into it)
         self.has_output = False  # it has an OUTPUT clause (T-SQL's composable DML needs one)
         self.has_table_literal = False  # it has a Snowflake table literal, TABLE('...')
+        self.has_remote_query = False  # it may call T-SQL OPENQUERY (see harvesters/sql/remote.py)
+        #: the linked server an `EXEC ('...') AT srv` batch being read runs on: its names are four-part names on it
+        self.remote: exp.Identifier | None = None
 
     # ---- driving -------------------------------------------------------------------------------------
 
@@ -257,14 +261,15 @@ class _Analyzer:
             text = self.rules.text_fix(text)
         # dynamic SQL reads an inner batch in the middle of this one; the word tests are made once per batch (per
         # statement they made a long script quadratic)
-        outer = self.text, self.has_output, self.has_table_literal
+        outer = self.text, self.has_output, self.has_table_literal, self.has_remote_query
         self.text = text
         self.has_output = _OUTPUT_WORD.search(text) is not None
         self.has_table_literal = self.rules.table_literals and _TABLE_LITERAL.search(text) is not None
+        self.has_remote_query = self.rules.remote_queries and OPENQUERY_CALL.search(text) is not None
         try:
             self._read_batch(text)
         finally:
-            self.text, self.has_output, self.has_table_literal = outer
+            self.text, self.has_output, self.has_table_literal, self.has_remote_query = outer
 
     def _read_batch(self, text: str) -> None:
         try:
@@ -444,6 +449,8 @@ class _Analyzer:
     # ---- statements ----------------------------------------------------------------------------------
 
     def _statement(self, node: exp.Expr) -> None:
+        if self.has_remote_query:  # a linked server's query read as a derived table of its tables on that server
+            node = inline_remote_queries(node, self.dialect)
         handler = _HANDLERS.get(type(node))
         if handler is None:
             for cls, candidate in _HANDLERS.items():
@@ -743,12 +750,14 @@ class _Analyzer:
                 database = self._ident(procedure.args["catalog"])
         else:
             first = node.this.this if isinstance(node.this, exp.Subquery) else None
-        inner = None
-        if isinstance(first, exp.National) or (isinstance(first, exp.Literal) and first.is_string):
-            inner = first.name
-        elif isinstance(first, exp.Table) and isinstance(first.this, exp.Identifier):
-            inner = first.name if len(first.parts) == 1 else None  # sqlglot reads EXEC ('...') as a name
-        self._dynamic(inner, database)
+            if first is not None and node.this.alias.upper() == "AT":  # `EXEC ('...') AT srv`: run by srv
+                remote = server_identifier(node.expressions[0]) if len(node.expressions) == 1 else None
+                if remote is None or remote.name.upper() == "DATA_SOURCE":  # `AT DATA_SOURCE ds`: no SQL Server
+                    self.types["EXECUTE"] = None
+                    return
+                self._dynamic(_literal_text(first), remote=remote)
+                return
+        self._dynamic(_literal_text(first), database)
 
     def _sp_rename(self, arguments: list[exp.Expr]) -> bool:
         """T-SQL ``EXEC sp_rename 's.old', 'new' [, 'OBJECT']`` (dbt-sqlserver's swap of ``model__dbt_tmp`` onto its
@@ -775,22 +784,26 @@ class _Analyzer:
         self._lineage("RENAME", [source], [(target, _WRITE)])
         return True
 
-    def _dynamic(self, inner: str | None, database: str | None = None) -> None:
+    def _dynamic(self, inner: str | None, database: str | None = None, remote: exp.Identifier | None = None
+                 ) -> None:
         """Dynamic SQL given as a literal (EXEC ('...'), sp_executesql, Snowflake EXECUTE IMMEDIATE '...'): the inner
-        text is read as a batch of its own (in ``database`` when given); without a literal, or nested too deep, it
-        is an EXECUTE."""
+        text is read as a batch of its own (in ``database`` when given; on linked server ``remote``, whose defaults
+        are not known here, when given); without a literal, or nested too deep, it is an EXECUTE."""
         if inner is None or self.depth >= _MAX_DYNAMIC_DEPTH:
             self.types["EXECUTE"] = None
             return
-        saved = self.database, self.schema  # USE inside dynamic SQL ends with it
+        saved = self.database, self.schema, self.remote  # USE inside dynamic SQL ends with it
         if database:
             self._use_database(database)
+        if remote is not None:
+            self.database = self.schema = None
+            self.remote = remote
         self.depth += 1
         try:
             self._batch(inner)
         finally:
             self.depth -= 1
-            self.database, self.schema = saved
+            self.database, self.schema, self.remote = saved
 
     def _block(self, node: exp.Expr) -> None:
         """IF / WHILE / BEGIN...END: the condition's tables are read, then each inner statement counts."""
@@ -1023,6 +1036,8 @@ class _Analyzer:
         table = self._identified(table)
         if table is None or not isinstance(table.this, (exp.Identifier, exp.Dot)):
             return None
+        if self.remote is not None:  # a table of an `EXEC ... AT srv` batch: srv's
+            table = remote_table(table, self.remote)
         parts = four_parts(table) if isinstance(table.this, exp.Dot) else table.parts
         if not parts or not all(isinstance(p, exp.Identifier) for p in parts):
             return None
@@ -1079,6 +1094,15 @@ class _Analyzer:
         return default_identifier(value, self.rules)
 
 
+def _literal_text(node: exp.Expr | None) -> str | None:
+    """The text of dynamic SQL's literal (``'...'``, ``N'...'``; sqlglot reads ``EXEC ('...')``'s as a name)."""
+    if isinstance(node, exp.National) or (isinstance(node, exp.Literal) and node.is_string):
+        return node.name
+    if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
+        return node.name if len(node.parts) == 1 else None
+    return None
+
+
 def qualified_parts(parts: list[str], rules: DialectRules, database: str | None, schema: str | None) -> list[str]:
     """A table name's parts with the defaults filled in as the dialect reads them (``db..t``: the dialect's empty
     schema; a bare name: the default schema, or the implicit one when only the database is known). Shared with
@@ -1103,19 +1127,6 @@ def joined_name(parts: list[str], quotes: tuple[str, str] | None) -> str:
     opening, closing = quotes
     return ".".join(opening + part.replace(closing, closing * 2) + closing if "." in part else part
                     for part in parts)
-
-
-def four_parts(table: exp.Table) -> list[exp.Expr]:
-    """The parts of a T-SQL four-part name, ``server.database.schema.object``, its empty parts kept (``srv..dbo.t``,
-    ``srv.db..t``: sqlglot's ``Table.parts`` drops them, and a part dropped moves the others one place)."""
-    dotted: list[exp.Expr] = []
-    node: Any = table.this
-    while isinstance(node, exp.Dot):
-        dotted.insert(0, node.expression)
-        node = node.this
-    dotted.insert(0, node)
-    found = [table.args.get("catalog"), table.args.get("db"), *dotted]
-    return [p if isinstance(p, exp.Expr) else exp.Identifier(this=p or "") for p in found]
 
 
 def default_identifier(value: str | None, rules: DialectRules) -> str | None:

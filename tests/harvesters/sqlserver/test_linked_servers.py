@@ -41,6 +41,14 @@ CASES: list[tuple[str, list[str], list[tuple[str, str]], list[tuple[str, str]]]]
     ("INSERT INTO [SQL02.corp.local]..dbo.orders SELECT * FROM dbo.local_t", ["--linked-server",
                                                                               "sql02.corp.local=sql02.corp.local,1450"],
      [(HERE, "Sales.dbo.local_t")], [("sqlserver://sql02.corp.local:1450", "dbo.orders")]),
+    # a query or a batch the linked server runs (OPENQUERY, EXEC ... AT): its tables are the linked server's
+    ("INSERT INTO dbo.local_t SELECT * FROM OPENQUERY(REPORTS, 'SELECT id FROM salesdb.dbo.orders')",
+     ["--linked-server", "reports=sqlprod05.corp"],
+     [("sqlserver://sqlprod05.corp:1433", "salesdb.dbo.orders")], [(HERE, "Sales.dbo.local_t")]),
+    ("INSERT INTO OPENQUERY([10.0.0.5], 'SELECT id FROM archive..orders') SELECT id FROM dbo.local_t", [],
+     [(HERE, "Sales.dbo.local_t")], [("sqlserver://10.0.0.5:1433", "archive.dbo.orders")]),
+    ("EXEC ('INSERT INTO salesdb.dbo.totals SELECT * FROM dbo.orders') AT REPORTS", [],
+     [("sqlserver://reports:1433", "dbo.orders")], [("sqlserver://reports:1433", "salesdb.dbo.totals")]),
     # a table holding a dot in its name is the statement's server's, named without brackets
     ("INSERT INTO dbo.[t.2024] SELECT * FROM [stage.v1].[orders]", [],
      [(HERE, "Sales.stage.v1.orders")], [(HERE, "Sales.dbo.t.2024")]),
@@ -85,19 +93,25 @@ def test_column_lineage_and_symlinks_name_the_linked_server(tmp_path: Path) -> N
         ("mssql://srv:1433", "db.dbo.orders", "amount")]
 
 
-def test_column_lineage_names_a_linked_server_named_by_its_address(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sql, read", [
+    # a linked server named by its address
+    ("INSERT INTO dbo.[t.2024] (amount) SELECT o.amount FROM [10.0.0.5].db.dbo.orders o",
+     ("sqlserver://10.0.0.5:1433", "db.dbo.orders", "amount")),
+    # the query a linked server runs: the column of its table there
+    ("INSERT INTO dbo.[t.2024] (amount) SELECT q.amount FROM OPENQUERY([10.0.0.5], 'SELECT total AS amount "
+     "FROM db.dbo.orders') AS q", ("sqlserver://10.0.0.5:1433", "db.dbo.orders", "total")),
+])
+def test_column_lineage_names_a_linked_servers_column(tmp_path: Path, sql: str, read: tuple[str, str, str]) -> None:
     log = tmp_path / "log.xml"
-    log.write_text(event({"sql": "INSERT INTO dbo.[t.2024] (amount) SELECT o.amount FROM [10.0.0.5].db.dbo.orders o"},
-                         1))
+    log.write_text(event({"sql": sql}, 1))
     code, emitted = run_harvest(tmp_path / "events.jsonl", ["sqlserver", "--server", "sqlprod01", "--xml", str(log)])
     assert code == 0
     complete = next(e for e in emitted if e["eventType"] == "COMPLETE" and "." in e["job"]["name"])
-    assert names(complete["inputs"]) == [("sqlserver://10.0.0.5:1433", "db.dbo.orders")]
+    assert names(complete["inputs"]) == [read[:2]]
     [written] = complete["outputs"]
     assert (written["namespace"], written["name"]) == (HERE, "Sales.dbo.t.2024")
     fields = written["facets"]["columnLineage"]["fields"]
-    assert [(f["namespace"], f["name"], f["field"]) for f in fields["amount"]["inputFields"]] == [
-        ("sqlserver://10.0.0.5:1433", "db.dbo.orders", "amount")]
+    assert [(f["namespace"], f["name"], f["field"]) for f in fields["amount"]["inputFields"]] == [read]
 
 
 @pytest.mark.parametrize("value", ["srv", "=host", "srv="])

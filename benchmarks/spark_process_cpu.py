@@ -1,7 +1,7 @@
-"""Which process of a ``spark-submit`` the plugin's CPU lands in: the ETL application of ``spark_overhead.py``,
-plugin off and on (file transport), interleaved; each process's CPU (user + system, from ``/proc``, sampled every
-50 ms while it runs) and the JVM's by thread name (digits folded: ``C# CompilerThre`` is every JIT compiler
-thread, ``Thread-#`` the py4j threads serving the driver's calls).
+"""Which process of a ``spark-submit`` the plugin's CPU lands in: an application of ``spark_overhead.py`` (the ETL,
+or ``--app small|wide``), plugin off and on (file transport), interleaved; each process's CPU (user + system, from
+``/proc``, sampled every 50 ms while it runs) and the JVM's by thread name (digits folded: ``C# CompilerThre`` is
+every JIT compiler thread, ``Thread-#`` the py4j threads serving the driver's calls).
 
 - ``jvm``: spark-submit's JVM (the driver's JVM: Spark's own work, and what the plugin's py4j calls make it do);
 - ``driver``: the application's Python process;
@@ -11,7 +11,7 @@ Thread clocks of the driver's Python are in ``spark_plugin_cpu.py``; wall times 
 2-core machine running ``local[2]`` both cores are busy most of the run, so every CPU-second added anywhere in the
 tree costs about half a second of wall time.
 
-    .venv/bin/python benchmarks/spark_process_cpu.py [--reps 8] [--threads]
+    .venv/bin/python benchmarks/spark_process_cpu.py [--reps 8] [--threads] [--app etl|small|wide]
 """
 from __future__ import annotations
 
@@ -63,15 +63,15 @@ def _role(pid: int, previous: str | None) -> str:
     return "other"  # spark-submit's shell scripts, the launcher's JVM
 
 
-def run(work: Path, data: Path, conf: dict[str, str]) -> dict[str, float]:
-    """One ETL run: its wall time, the CPU of each role, and of each JVM thread name (``t:<name>``)."""
+def run(work: Path, app_args: list[str], conf: dict[str, str]) -> dict[str, float]:
+    """One run: its wall time, the CPU of each role, and of each JVM thread name (``t:<name>``)."""
     command = [str(spark_overhead.VENV_BIN / "spark-submit"), "--master", "local[2]", "--driver-memory", "1g",
                "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
                "--conf", "spark.sql.shuffle.partitions=4"]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     began = time.perf_counter()
-    process = subprocess.Popen([*command, str(work / "app.py"), "etl", str(data), str(work / "out")],
+    process = subprocess.Popen([*command, str(work / "app.py"), *app_args],
                                env=spark_overhead.driver_env(work / "state"), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     last: dict[int, tuple[str, float]] = {}
@@ -103,18 +103,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=8, help="interleaved off/on pairs (after one warm-up pair)")
     parser.add_argument("--threads", action="store_true", help="also the JVM's CPU by thread name")
+    parser.add_argument("--app", choices=["etl", "small", "wide"], default="etl")
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark_overhead_data")
     args = parser.parse_args()
     work, on = spark_overhead.prepare("spark_process_cpu_", args.data_dir, args.rows, 150)
+    app_args = {"etl": ["etl", str(args.data_dir), str(work / "out")],
+                "small": ["small", str(args.data_dir), str(work / "out"), "200"],
+                "wide": ["wide", str(args.data_dir), str(work / "out"), "150"]}[args.app]
     runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
     for rep in range(args.reps + 1):
         for variant in (("off", "on") if rep % 2 == 0 else ("on", "off")):
-            result = run(work, args.data_dir, {} if variant == "off" else on)
+            result = run(work, app_args, {} if variant == "off" else on)
             if rep:
                 runs[variant].append(result)
     names = sorted({k for r in runs["off"] + runs["on"] for k in r}, key=lambda k: (k.startswith("t:"), k))
-    print(f"ETL, {args.reps} pairs: seconds (medians off / on; the on-off difference of the medians and of the means)")
+    print(f"{args.app}, {args.reps} pairs: seconds (medians off / on; the on-off difference of the medians and of "
+          "the means)")
     for name in names:
         if name.startswith("t:") and not args.threads:
             continue

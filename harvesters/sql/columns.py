@@ -100,13 +100,14 @@ class _Walker:
         for batch in batches:
             if not batch.strip():
                 continue
-            remote = self.rules.remote_queries and OPENQUERY_CALL.search(batch) is not None
+            remote = Dialect.get_or_raise(self.rules.sqlglot) \
+                if self.rules.remote_queries and OPENQUERY_CALL.search(batch) is not None else None
             for statement in _parse(batch, self.rules.sqlglot):
                 if statement is None:
                     continue
-                if remote:  # a linked server's query read as a derived table of its tables on that server
-                    statement = inline_remote_queries(statement, Dialect.get_or_raise(self.rules.sqlglot))
                 try:
+                    if remote is not None:  # a linked server's query read as a derived table of its tables there
+                        statement = inline_remote_queries(statement, remote)
                     found = self._statement(statement)
                 except _ERRORS as error:  # a statement sqlglot cannot follow costs only itself
                     log.debug("no column lineage for a statement: %s: %s", type(error).__name__, error)

@@ -114,7 +114,7 @@ def _remote_query(arguments: list[exp.Expr], dialect: Dialect) -> exp.Query | No
         return None
     try:
         statements = [s for s in dialect.parse(text.name) if s is not None]
-    except SqlglotError:
+    except (SqlglotError, RecursionError):  # (a query nested past the interpreter's depth: no lineage, no crash)
         return None
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
         return None

@@ -32,7 +32,7 @@ from sqlglot.tokens import TokenType
 
 from harvesters.sql.dialects import DialectRules, rules_for, split_batches
 from harvesters.sql.engine import default_identifier, joined_name, qualified_parts
-from harvesters.sql.remote import OPENQUERY_CALL, four_parts, inline_remote_queries
+from harvesters.sql.remote import REMOTE_CALL, four_parts, inline_remote_queries
 
 __all__ = ["IDENTITY", "TRANSFORMATION", "AGGREGATION", "ColumnSource", "ColumnLineage", "column_lineage"]
 
@@ -101,7 +101,7 @@ class _Walker:
             if not batch.strip():
                 continue
             remote = Dialect.get_or_raise(self.rules.sqlglot) \
-                if self.rules.remote_queries and OPENQUERY_CALL.search(batch) is not None else None
+                if self.rules.remote_queries and REMOTE_CALL.search(batch) is not None else None
             for statement in _parse(batch, self.rules.sqlglot):
                 if statement is None:
                     continue

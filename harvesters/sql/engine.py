@@ -24,7 +24,7 @@ from sqlglot.tokens import Token, TokenType
 
 from harvesters.sql.dialects import DIALECTS, DialectRules, rules_for, split_batches
 from harvesters.sql.prepared import PreparedCall, prepared_call
-from harvesters.sql.remote import OPENQUERY_CALL, four_parts, inline_remote_queries, remote_table, server_identifier
+from harvesters.sql.remote import REMOTE_CALL, four_parts, inline_remote_queries, remote_table, server_identifier
 from harvesters.sql.retokenize import command_string, string_tokens
 from harvesters.sql.tsql import KINDS_BEFORE_IF, skip_group, skip_name
 
@@ -265,7 +265,7 @@ class _Analyzer:
         self.text = text
         self.has_output = _OUTPUT_WORD.search(text) is not None
         self.has_table_literal = self.rules.table_literals and _TABLE_LITERAL.search(text) is not None
-        self.has_remote_query = self.rules.remote_queries and OPENQUERY_CALL.search(text) is not None
+        self.has_remote_query = self.rules.remote_queries and REMOTE_CALL.search(text) is not None
         try:
             self._read_batch(text)
         finally:

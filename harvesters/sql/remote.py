@@ -21,10 +21,11 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
-__all__ = ["OPENQUERY_CALL", "four_parts", "inline_remote_queries", "remote_table", "server_identifier"]
+__all__ = ["REMOTE_CALL", "SQLSERVER_PROVIDERS", "ad_hoc_server", "four_parts", "inline_remote_queries",
+           "remote_table", "server_identifier"]
 
-#: Where a text may hold an ``OPENQUERY`` call (the parsed statements are walked only then).
-OPENQUERY_CALL = re.compile(r"\bOPENQUERY\s*\(", re.IGNORECASE)
+#: Where a text may hold a call reading another server (the parsed statements are walked only then).
+REMOTE_CALL = re.compile(r"\bOPEN(?:QUERY|ROWSET|DATASOURCE)\s*\(", re.IGNORECASE)
 
 
 def four_parts(table: exp.Table) -> list[exp.Expr]:
@@ -65,52 +66,102 @@ def server_identifier(node: exp.Expr | None) -> exp.Identifier | None:
     return node if isinstance(node, exp.Identifier) and node.name else None
 
 
+#: OLE DB providers of SQL Server's own clients: an ad hoc ``OPENROWSET`` / ``OPENDATASOURCE`` through one reaches a
+#: SQL Server (its text is T-SQL, its connection string names a host). Other providers (Excel, Oracle, ODBC to
+#: anything) have no table here.
+SQLSERVER_PROVIDERS = ("SQLNCLI", "MSOLEDBSQL", "SQLOLEDB")
+#: Connection-string keys naming the server (OLE DB and ODBC spellings).
+_SERVER_KEYS = frozenset({"server", "data source", "address", "addr", "network address"})
+
+
+def ad_hoc_server(provider: exp.Expr | None, connection: exp.Expr | None) -> exp.Identifier | None:
+    """The server an ad hoc connection names (``OPENROWSET('SQLNCLI', 'Server=host,1450;...', ...)``,
+    ``OPENDATASOURCE('MSOLEDBSQL', 'Data Source=host\\inst;...')``), as a four-part name's server part (quoted: the
+    address as written); None unless the provider is SQL Server's and the string names a server."""
+    if not (isinstance(provider, exp.Literal) and provider.is_string and isinstance(connection, exp.Literal)
+            and connection.is_string) or not provider.name.strip().upper().startswith(SQLSERVER_PROVIDERS):
+        return None
+    for item in connection.name.split(";"):
+        key, _, value = item.partition("=")
+        value = value.strip().strip("{}").strip()
+        if key.strip().lower() in _SERVER_KEYS and value:
+            return exp.Identifier(this=value, quoted=True)
+    return None
+
+
 def inline_remote_queries(statement: exp.Expr, dialect: Dialect) -> exp.Expr:
-    """``statement`` with each ``OPENQUERY(srv, 'query')`` it reads replaced by the query (its tables on ``srv``)
-    as a derived table, and each one it writes through by the query's one table (see the module). Changes the
-    tree in place; returns the statement."""
+    """``statement`` with the text and names other servers run on located there (see the module): each
+    ``OPENQUERY(srv, 'query')`` (and ad hoc ``OPENROWSET(provider, 'Server=...', 'query' | db.schema.t)``) it reads
+    replaced by the query as a derived table, or by the table; each it writes through by the one table its query
+    reads; ``OPENDATASOURCE(provider, 'Data Source=...').db.schema.t`` named on that server. Changes the tree in
+    place; returns the statement."""
     for table in list(statement.find_all(exp.Table)):
-        call = table.this
-        if isinstance(call, exp.Anonymous) and call.name.upper() == "OPENQUERY":
-            _inline(table, call.expressions, dialect)
+        call, catalog = table.this, table.args.get("catalog")
+        if isinstance(call, exp.Anonymous) and call.name.upper() in ("OPENQUERY", "OPENROWSET"):
+            _inline(table, _remote_source(call.name.upper(), call.expressions, dialect))
+        elif isinstance(catalog, exp.Anonymous) and catalog.name.upper() == "OPENDATASOURCE":
+            server = ad_hoc_server(*catalog.expressions[:2]) if len(catalog.expressions) == 2 else None
+            if server is not None:
+                table.set("catalog", server)
     target = statement.this if isinstance(statement, exp.Insert) else None
-    if isinstance(target, exp.Schema) and isinstance(target.this, exp.Table) \
-            and target.this.name.upper() == "OPENQUERY" and len(target.this.parts) == 1:
+    if isinstance(target, exp.Schema) and isinstance(target.this, exp.Table) and len(target.this.parts) == 1 \
+            and target.this.name.upper() in ("OPENQUERY", "OPENROWSET"):
         # `INSERT INTO OPENQUERY(srv, '...')`: sqlglot reads the call as a table OPENQUERY with a column list
-        written = _written(target.expressions, dialect)
+        written = _written(_remote_source(target.this.name.upper(), target.expressions, dialect))
         if written is not None:
             target.replace(written)
     return statement
 
 
-def _inline(table: exp.Table, arguments: list[exp.Expr], dialect: Dialect) -> None:
+def _remote_source(function: str, arguments: list[exp.Expr], dialect: Dialect) -> exp.Query | exp.Table | None:
+    """What ``OPENQUERY(srv, 'query')`` / ``OPENROWSET(provider, 'connection', 'query' | db.schema.t)`` reads,
+    located on its server: the query, or the table; None when it is not one query or table of a SQL Server."""
+    if function == "OPENQUERY":
+        server = server_identifier(arguments[0]) if len(arguments) == 2 else None
+        return None if server is None else _remote_query(server, arguments[1], dialect)
+    server = ad_hoc_server(*arguments[:2]) if len(arguments) == 3 else None
+    if server is None:
+        return None  # OPENROWSET(BULK ...), another provider, or a server it does not name
+    named = arguments[2]
+    if isinstance(named, exp.Column) and all(isinstance(part, exp.Identifier) for part in named.parts):
+        parts = named.parts
+        table = exp.Table(this=parts[-1], db=parts[-2] if len(parts) > 1 else None,
+                          catalog=parts[-3] if len(parts) > 2 else None)
+        return remote_table(table, server)
+    return _remote_query(server, named, dialect)
+
+
+def _inline(table: exp.Table, source: exp.Query | exp.Table | None) -> None:
+    if source is None:
+        return
     parent = table.parent
-    writes = isinstance(parent, (exp.Update, exp.Delete)) and table.arg_key in ("this", "tables")
-    if writes:
-        written = _written(arguments, dialect)
+    if isinstance(parent, (exp.Update, exp.Delete)) and table.arg_key in ("this", "tables"):  # written through
+        written = _written(source)
         if written is not None:
             table.replace(written)
         return
-    query = _remote_query(arguments, dialect)
-    if query is not None:
-        table.replace(exp.Subquery(this=query, alias=table.args.get("alias")))
+    alias = table.args.get("alias")
+    if isinstance(source, exp.Table):
+        if alias is not None:
+            source.set("alias", alias)
+        table.replace(source)
+    else:
+        table.replace(exp.Subquery(this=source, alias=alias))
 
 
-def _written(arguments: list[exp.Expr], dialect: Dialect) -> exp.Table | None:
-    """The table a remote query written through names: the one table it reads (None when not exactly one)."""
-    query = _remote_query(arguments, dialect)
-    if query is None:
-        return None
-    tables = list(query.find_all(exp.Table))
+def _written(source: exp.Query | exp.Table | None) -> exp.Table | None:
+    """The table a remote source written through names: the table, or the one table its query reads (None when
+    not exactly one)."""
+    if source is None or isinstance(source, exp.Table):
+        return source
+    tables = list(source.find_all(exp.Table))
     return tables[0] if len(tables) == 1 else None
 
 
-def _remote_query(arguments: list[exp.Expr], dialect: Dialect) -> exp.Query | None:
-    """The query of ``OPENQUERY(srv, 'query')``'s arguments, its tables on ``srv``; None when it is not one query."""
-    if len(arguments) != 2:
-        return None
-    server, text = server_identifier(arguments[0]), arguments[1]
-    if server is None or not (isinstance(text, exp.Literal) and text.is_string) or not text.name.strip():
+def _remote_query(server: exp.Identifier, text: exp.Expr, dialect: Dialect) -> exp.Query | None:
+    """The query ``text`` (a string literal) as ``server`` runs it, its tables on ``server``; None when it is not one
+    query."""
+    if not (isinstance(text, exp.Literal) and text.is_string) or not text.name.strip():
         return None
     try:
         statements = [s for s in dialect.parse(text.name) if s is not None]

@@ -16,6 +16,7 @@ from typing import Any
 
 from emitter.naming import sqlserver_namespace
 from emitter.naming.sqlserver import mssql_namespace, split_sqlserver_name, unquote_identifier
+from harvesters.sql.remote import SQLSERVER_PROVIDERS
 from harvesters.sqlserver.command import parse_server
 
 
@@ -47,16 +48,13 @@ def _address(source: str) -> tuple[str, str | None]:
     return LOCAL if host.split("\\", 1)[0].strip().lower() in _LOCAL_HOSTS else (host, port)
 
 
-#: OLE DB providers of SQL Server's own clients: a linked server reached through one is a SQL Server, and its
-#: ``data_source`` is a SQL Server address. Other providers (Oracle's, MSDASQL's ODBC to anything, files) name no
-#: host this harvester can turn into a namespace: their tables keep the linked server's name as host.
-SQLSERVER_PROVIDERS = ("SQLNCLI", "MSOLEDBSQL", "SQLOLEDB")
-
-
 def catalog_hosts(rows: Iterable[Sequence[Any]]) -> dict[str, tuple[str, str | None]]:
     """Rows of ``sys.servers`` (name, data_source, provider) -> {name (case-folded): (host, port)}, as
     ``--linked-server`` gives them, for the linked SQL Servers whose address names a host (``tcp:`` dropped) or the
-    local server (:data:`LOCAL`); named pipes and other protocols' addresses are left out (no host to name)."""
+    local server (:data:`LOCAL`); named pipes and other protocols' addresses are left out (no host to name). Only
+    SQL Server's own providers (:data:`SQLSERVER_PROVIDERS`) give an address: others (Oracle's, MSDASQL's ODBC to
+    anything, files) name no host this harvester can turn into a namespace: their tables keep the linked server's
+    name as host."""
     found: dict[str, tuple[str, str | None]] = {}
     for name, data_source, provider in rows:
         source = str(data_source or "").strip()
@@ -102,7 +100,9 @@ class LinkedServers:
         parts = split_sqlserver_name(name)
         if len(parts) != 4 or not parts[0] or not parts[3]:
             return namespace, ".".join(parts)  # (a part holding a dot loses its brackets: a dataset name has none)
-        host, port = self._hosts.get(parts[0].casefold(), (parts[0], None))
+        # a server no catalog or option locates is its name read as an address: an ad hoc OPENROWSET's or
+        # OPENDATASOURCE's `host,port`, `host\inst`, `(local)` (a linked server's name is a plain host: itself)
+        host, port = self._hosts.get(parts[0].casefold()) or _address(parts[0])
         table = ".".join(part for part in parts[1:] if part)
         if (host, port) == LOCAL:  # a loopback link: the statement's own server
             return namespace, table

@@ -49,6 +49,14 @@ CASES: list[tuple[str, list[str], list[tuple[str, str]], list[tuple[str, str]]]]
      [(HERE, "Sales.dbo.local_t")], [("sqlserver://10.0.0.5:1433", "archive.dbo.orders")]),
     ("EXEC ('INSERT INTO salesdb.dbo.totals SELECT * FROM dbo.orders') AT REPORTS", [],
      [("sqlserver://reports:1433", "dbo.orders")], [("sqlserver://reports:1433", "salesdb.dbo.totals")]),
+    # an ad hoc connection to a SQL Server (OPENROWSET, OPENDATASOURCE): the server its connection string names
+    ("INSERT INTO dbo.local_t SELECT * FROM OPENROWSET('SQLNCLI11', "
+     "'Server=tcp:sql03.corp,1450;Trusted_Connection=yes;', 'SELECT id FROM salesdb.dbo.orders')", [],
+     [("sqlserver://sql03.corp:1450", "salesdb.dbo.orders")], [(HERE, "Sales.dbo.local_t")]),
+    ("INSERT INTO dbo.local_t SELECT * FROM OPENDATASOURCE('MSOLEDBSQL', 'Data Source=sql04\\DW;').salesdb.dbo.orders",
+     [], [("sqlserver://sql04/DW", "salesdb.dbo.orders")], [(HERE, "Sales.dbo.local_t")]),
+    ("INSERT INTO dbo.local_t SELECT * FROM OPENROWSET('SQLNCLI', 'Server=(local);', "
+     "'SELECT id FROM salesdb.dbo.orders')", [], [(HERE, "salesdb.dbo.orders")], [(HERE, "Sales.dbo.local_t")]),
     # a table holding a dot in its name is the statement's server's, named without brackets
     ("INSERT INTO dbo.[t.2024] SELECT * FROM [stage.v1].[orders]", [],
      [(HERE, "Sales.stage.v1.orders")], [(HERE, "Sales.dbo.t.2024")]),

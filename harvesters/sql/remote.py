@@ -1,4 +1,4 @@
-"""T-SQL text that runs on a linked server: ``OPENQUERY(srv, 'query')`` and ``EXEC ('batch') AT srv``.
+"""T-SQL text another server runs: ``OPENQUERY(srv, 'query')``, ``EXEC ('batch') AT srv`` and ad hoc connections.
 
 The query or batch is a string the linked server runs: its tables are that server's, not the statement's. They
 are named as four-part names, ``srv.db.schema.t``, with the parts the string leaves out empty (``srv..dbo.t``: the
@@ -11,6 +11,11 @@ so table and column lineage follow it like any subquery; written through (``INSE
 ``UPDATE OPENQUERY(...) SET``, ``DELETE [FROM] OPENQUERY(...)``) it is the one table its query reads. A string
 that is not one query sqlglot can read leaves the call as it was (a row set, no table). ``EXEC ... AT srv``'s
 batch is read by :mod:`harvesters.sql.engine` with :func:`remote_table` applied to every name in it.
+
+Ad hoc connections through SQL Server's own OLE DB providers are read the same way, the server being the one their
+connection string names (``OPENROWSET('SQLNCLI', 'Server=host,1450;...', 'query' | db.schema.t)``,
+``OPENDATASOURCE('MSOLEDBSQL', 'Data Source=host\\inst;...').db.schema.t``: server part ``host,1450``, an address
+the harvester reads as one); other providers (Excel, Oracle, ODBC) reach no SQL Server: no table.
 """
 from __future__ import annotations
 

@@ -634,16 +634,18 @@ def _files(status: StatusReader, df: Any) -> list[str]:
 
 
 def _sql_job_ids(sql_store: Any, before: int, earlier: int = 0) -> set[int]:
-    """Job ids of the SQL executions added to the store since it held ``before`` (at most
-    :data:`RECENT_EXECUTIONS`), and of the ``earlier`` ones before those (executions of other threads that may
-    still have been running): none to look at for most reads."""
+    """Job ids of the SQL executions added to the store since it held ``before`` (the first
+    :data:`RECENT_EXECUTIONS`: those that began during the read), and of the ``earlier`` ones before those
+    (executions of other threads that may still have been running): none to look at for most reads. The window is
+    anchored at the read, not at the store's newest: a worker behind a busy application reads it after many more
+    executions began, which cannot hold the read's jobs."""
     count = int(sql_store.executionsCount())
     start = max(0, before - earlier)
     added = min(max(0, count - start), RECENT_EXECUTIONS + earlier)
     ids: set[int] = set()
     if added == 0:
         return ids
-    recent = sql_store.executionsList(count - added, added)
+    recent = sql_store.executionsList(start, added)
     for i in range(recent.size()):
         keys = recent.apply(i).jobs().keys().iterator()
         while keys.hasNext():

@@ -1107,6 +1107,27 @@ def test_reads_on_four_threads_report_only_their_own_jobs(spark, workdir):
     assert not app.guard.failures
 
 
+def test_the_sql_jobs_a_read_skips_are_those_of_executions_around_it(spark):
+    """A read's range of job ids is checked against the SQL executions from just before it on, however many began
+    since (a worker behind a busy application): it read the newest ones instead, and took another thread's SQL job
+    in a read's range for the read's own (a flaky four-thread test)."""
+    from spark_plugin import rdd_jobs
+
+    store = spark._jsparkSession.sharedState().statusStore()
+    sc = spark.sparkContext
+    before = int(store.executionsCount())
+    jobs_of_action = []
+    for i in range(3 * rdd_jobs.RECENT_EXECUTIONS):
+        first = rdd_jobs._next_job_id(sc)
+        spark.range(3).selectExpr(f"id + {i} AS v").collect()
+        jobs_of_action.append(set(range(first, rdd_jobs._next_job_id(sc))))
+    rdd_jobs.wait_for_listener_bus(sc)
+    read_began = before + 2  # a read that began after the first two actions: the third is the first it may overlap
+    found = rdd_jobs._sql_job_ids(store, read_began, earlier=1)
+    assert jobs_of_action[1] | jobs_of_action[2] <= found
+    assert not (jobs_of_action[0] | jobs_of_action[-1]) & found  # before the window; long after the read
+
+
 def _collect_lines(spark: Any, workdir: str) -> Any:
     return _text_lines(spark, workdir).collect()  # the call site Spark must name: this line, not the plugin's
 

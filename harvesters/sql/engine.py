@@ -214,7 +214,6 @@ class _Analyzer:
         self.text = ""  # the batch being read (statement nodes point into it)
         self.has_output = False  # it has an OUTPUT clause (T-SQL's composable DML needs one)
         self.has_table_literal = False  # it has a Snowflake table literal, TABLE('...')
-        self.has_remote_query = False  # it may call T-SQL OPENQUERY (see harvesters/sql/remote.py)
         #: the linked server an `EXEC ('...') AT srv` batch being read runs on: its names are four-part names on it
         self.remote: exp.Identifier | None = None
 
@@ -261,15 +260,14 @@ class _Analyzer:
             text = self.rules.text_fix(text)
         # dynamic SQL reads an inner batch in the middle of this one; the word tests are made once per batch (per
         # statement they made a long script quadratic)
-        outer = self.text, self.has_output, self.has_table_literal, self.has_remote_query
+        outer = self.text, self.has_output, self.has_table_literal
         self.text = text
         self.has_output = _OUTPUT_WORD.search(text) is not None
         self.has_table_literal = self.rules.table_literals and _TABLE_LITERAL.search(text) is not None
-        self.has_remote_query = self.rules.remote_queries and REMOTE_CALL.search(text) is not None
         try:
             self._read_batch(text)
         finally:
-            self.text, self.has_output, self.has_table_literal, self.has_remote_query = outer
+            self.text, self.has_output, self.has_table_literal = outer
 
     def _read_batch(self, text: str) -> None:
         try:
@@ -308,12 +306,15 @@ class _Analyzer:
         for form in self.rules.form_fixes:
             if form.applies(text, upper):
                 tokens = form.rewrite(tokens, text)
+        # text another server runs, located there once per parsed statement, its nested statements with it (see
+        # harvesters/sql/remote.py; the word test first: most texts call no other server)
+        remote = self.rules.remote_queries and REMOTE_CALL.search(text) is not None
         for piece, command in _opaque_pieces(tokens, self.rules.opaque_commands):
             if command:  # BACKUP / DBCC / CHECKPOINT ...: sqlglot misreads these; no lineage
                 self.types[command] = None
                 continue
             for statement in self._parse(piece, text):
-                self._statement(statement)
+                self._statement(inline_remote_queries(statement, self.dialect) if remote else statement)
         for start, end in spans:  # T-SQL OUTPUT ... INTO targets cut out by the token fix
             name = self._name(self._to_table(text[start : end + 1]))
             if name:
@@ -449,8 +450,6 @@ class _Analyzer:
     # ---- statements ----------------------------------------------------------------------------------
 
     def _statement(self, node: exp.Expr) -> None:
-        if self.has_remote_query:  # a linked server's query read as a derived table of its tables on that server
-            node = inline_remote_queries(node, self.dialect)
         handler = _HANDLERS.get(type(node))
         if handler is None:
             for cls, candidate in _HANDLERS.items():

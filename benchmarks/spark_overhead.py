@@ -114,16 +114,22 @@ def driver_env(state: Path) -> dict[str, str]:
     return env
 
 
-def submit(app: Path, args: list[str], conf: dict[str, str], state: Path, extra_env: dict[str, str] | None = None
-           ) -> float:
-    """Seconds of one ``spark-submit`` process, start to exit."""
+def submit_command(conf: dict[str, str]) -> list[str]:
+    """The benchmarks' ``spark-submit`` command (local[2], no UI, 4 shuffle partitions) with ``conf``, before the
+    application and its arguments."""
     command = [str(VENV_BIN / "spark-submit"), "--master", "local[2]", "--driver-memory", "1g",
                "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
                "--conf", "spark.sql.shuffle.partitions=4"]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
+    return command
+
+
+def submit(app: Path, args: list[str], conf: dict[str, str], state: Path, extra_env: dict[str, str] | None = None
+           ) -> float:
+    """Seconds of one ``spark-submit`` process, start to exit."""
     began = time.perf_counter()
-    result = subprocess.run([*command, str(app), *args], env={**driver_env(state), **(extra_env or {})},
+    result = subprocess.run([*submit_command(conf), str(app), *args], env={**driver_env(state), **(extra_env or {})},
                             capture_output=True, text=True, timeout=900)
     elapsed = time.perf_counter() - began
     if result.returncode != 0:

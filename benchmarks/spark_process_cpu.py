@@ -65,13 +65,8 @@ def _role(pid: int, previous: str | None) -> str:
 
 def run(work: Path, app_args: list[str], conf: dict[str, str]) -> dict[str, float]:
     """One run: its wall time, the CPU of each role, and of each JVM thread name (``t:<name>``)."""
-    command = [str(spark_overhead.VENV_BIN / "spark-submit"), "--master", "local[2]", "--driver-memory", "1g",
-               "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
-               "--conf", "spark.sql.shuffle.partitions=4"]
-    for key, value in conf.items():
-        command += ["--conf", f"{key}={value}"]
     began = time.perf_counter()
-    process = subprocess.Popen([*command, str(work / "app.py"), *app_args],
+    process = subprocess.Popen([*spark_overhead.submit_command(conf), str(work / "app.py"), *app_args],
                                env=spark_overhead.driver_env(work / "state"), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     last: dict[int, tuple[str, float]] = {}

@@ -86,11 +86,21 @@ def ad_hoc_server(provider: exp.Expr | None, connection: exp.Expr | None) -> exp
     if not (isinstance(provider, exp.Literal) and provider.is_string and isinstance(connection, exp.Literal)
             and connection.is_string) or not provider.name.strip().upper().startswith(SQLSERVER_PROVIDERS):
         return None
-    for item in connection.name.split(";"):
+    server = connection_server(connection.name)
+    return exp.Identifier(this=server, quoted=True) if server else None
+
+
+def connection_server(connection: str) -> str | None:
+    """The server an ODBC or OLE DB connection string names, as written (``tcp:host,1433``, ``host\\inst``), the
+    braces ODBC allows around a value removed; the first of its keys that name one (:data:`_SERVER_KEYS`); None
+    when it names none."""
+    for item in connection.split(";"):
         key, _, value = item.partition("=")
-        value = value.strip().strip("{}").strip()
+        value = value.strip()
+        if value.startswith("{") and value.endswith("}"):
+            value = value[1:-1].replace("}}", "}").strip()
         if key.strip().lower() in _SERVER_KEYS and value:
-            return exp.Identifier(this=value, quoted=True)
+            return value
     return None
 
 

@@ -18,6 +18,7 @@ import attrs
 
 from emitter.naming.sqlserver import split_sqlserver_name
 from harvesters.core.outcome import Unreadable, UsageError
+from harvesters.sql.remote import connection_server
 from harvesters.sqlserver.xevents import Item, XEvent, parse_event, read_events
 
 
@@ -151,7 +152,6 @@ _PASSWORD_KEY = re.compile(r"(?i)(?:^|;)\s*(?:pwd|password)\s*=")
 _APP_KEY = re.compile(r"(?i)(?:^|;)\s*(?:app|application name)\s*=")
 #: The harvester's own application name (``APP=``), so the event session can leave its queries out.
 HARVESTER_APP = "openlineage-harvest"
-_SERVER_KEY = re.compile(r"(?i)(?:^|;)\s*(?:server|address|addr|data source)\s*=\s*([^;]+)")
 
 
 def connection_string(conn: str | None, dsn: str | None, user: str | None, password_env: str | None) -> str:
@@ -175,11 +175,12 @@ def connection_string(conn: str | None, dsn: str | None, user: str | None, passw
 
 
 def server_from_connection_string(conn: str | None) -> tuple[str, str | None] | None:
-    """(host, port) from ``Server=tcp:host,1433`` / ``host\\instance`` / ``host``, or None."""
-    match = _SERVER_KEY.search(conn or "")
-    if not match:
+    """(host, port) from ``Server=tcp:host,1433`` / ``host\\instance`` / ``host`` (or ``Data Source``, ``Address``,
+    ``Addr``, ``Network Address``; braces around the value allowed), or None."""
+    server = connection_server(conn or "")
+    if server is None:
         return None
-    server = re.sub(r"(?i)^(tcp|np|lpc):", "", match.group(1).strip())
+    server = re.sub(r"(?i)^(tcp|np|lpc):", "", server)
     host, _, port = server.partition(",")
     return host.strip(), port.strip() or None
 

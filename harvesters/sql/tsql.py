@@ -9,7 +9,8 @@ rules that start at its kind, in table order; the first that rewrites wins.
 Rules (see each function's docstring): ``exec_national_literal``, ``bulk_insert``, ``insert_table_hints``,
 ``control_flow``, ``label``, ``statement_word``, ``implicit_exec``, ``bulk_rowset``, ``query_hints``,
 ``with_options``, ``dml_top``, ``delete_double_from``, ``output_clause``, ``compound_assignment``,
-``synapse_table_options``.
+``synapse_table_options``, ``graph_match``, ``graph_path_order``, ``graph_for_path``,
+``legacy_system_function``.
 """
 
 from __future__ import annotations
@@ -536,6 +537,51 @@ def _open_xml(p: _Pass, i: int) -> int | None:
     return end
 
 
+def _legacy_system_function(p: _Pass, i: int) -> int | None:
+    """``FROM ::fn_listextendedproperty(...)``: SQL Server 2000's spelling of a system table function (today's is
+    ``sys.fn_...``), rows of the server's metadata, no table; sqlglot rejects the ``::``, which is dropped."""
+    if not p.out or p.out[-1].token_type not in (TokenType.FROM, TokenType.JOIN, TokenType.COMMA) \
+            or p.kind(i + 1) != TokenType.VAR or not p.tokens[i + 1].text.lower().startswith("fn_"):
+        return None
+    return i + 1
+
+
+def _graph_match(p: _Pass, i: int) -> int | None:
+    """``WHERE MATCH(p-(e)->f)``, ``MATCH(SHORTEST_PATH(...))``: a SQL Graph pattern over the node and edge tables
+    the FROM clause names; sqlglot reads MATCH as MySQL's full-text ``MATCH ... AGAINST`` and rejects the statement.
+    T-SQL has no other MATCH: the pattern, which names no table, is read as ``1 = 1``."""
+    if p.tokens[i].text.upper() != "MATCH" or p.kind(i + 1) != TokenType.L_PAREN \
+            or (i and p.kinds[i - 1] == TokenType.DOT):
+        return None
+    end = skip_group(p.tokens, i + 1)
+    if TokenType.DASH not in p.kinds[i + 2 : end]:  # every edge of a pattern is drawn with dashes
+        return None
+    first, last = p.tokens[i], p.tokens[end - 1]
+    p.out.extend([Token(TokenType.NUMBER, "1", first.line, first.col, first.start, first.end),
+                  Token(TokenType.EQ, "=", first.line, first.col, first.start, first.end),
+                  Token(TokenType.NUMBER, "1", last.line, last.col, last.start, last.end)])
+    return end
+
+
+def _graph_path_order(p: _Pass, i: int) -> int | None:
+    """``STRING_AGG(p2.name, '->') WITHIN GROUP (GRAPH PATH)``: an aggregate over the nodes of an arbitrary-length
+    MATCH pattern, in path order; sqlglot rejects the ``GRAPH PATH`` ordering, which is dropped (the aggregate and
+    its columns stay)."""
+    words = [t.text.upper() for t in p.tokens[i : i + 6]]
+    if words != ["WITHIN", "GROUP", "(", "GRAPH", "PATH", ")"]:
+        return None
+    return i + 6
+
+
+def _graph_for_path(p: _Pass, i: int) -> int | None:
+    """``FROM Person AS p1, friendOf FOR PATH AS fo``: a node or edge table an arbitrary-length MATCH pattern walks;
+    the table is read as it is, the ``FOR PATH`` sqlglot rejects is dropped."""
+    if p.kind(i + 1) != TokenType.VAR or p.tokens[i + 1].text.upper() != "PATH" or not p.out \
+            or p.out[-1].token_type not in (TokenType.VAR, TokenType.IDENTIFIER):
+        return None
+    return i + 2
+
+
 def _skip_top(p: _Pass, i: int) -> int:
     """Index just after ``TOP (n) [PERCENT]`` starting at ``i`` (``i`` when no TOP stands there)."""
     if p.kind(i) != TokenType.TOP:
@@ -631,6 +677,11 @@ RULES: tuple[TokenRule, ...] = (
               _key_index_kind),
     TokenRule("fulltext_language", frozenset({TokenType.VAR}), frozenset({TokenType.VAR}), _fulltext_language),
     TokenRule("into_filegroup", frozenset({TokenType.INTO}), frozenset({TokenType.INTO}), _into_filegroup),
+    TokenRule("legacy_system_function", frozenset({TokenType.DCOLON}), frozenset({TokenType.DCOLON}),
+              _legacy_system_function),
+    TokenRule("graph_match", frozenset({TokenType.VAR}), frozenset({TokenType.VAR}), _graph_match),
+    TokenRule("graph_path_order", frozenset({TokenType.VAR}), frozenset({TokenType.VAR}), _graph_path_order),
+    TokenRule("graph_for_path", frozenset({TokenType.FOR}), frozenset({TokenType.FOR}), _graph_for_path),
 )
 
 

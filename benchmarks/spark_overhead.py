@@ -93,6 +93,10 @@ elif kind == "small":
     df = spark.range(10)
     for i in range(int(sys.argv[4])):
         df.write.mode("overwrite").parquet(f"{out}/small_{i % 10}")
+elif kind == "counts":  # actions the JVM integration does not emit (Aggregate roots): the plugin's cost of those
+    df = spark.range(10)
+    for i in range(int(sys.argv[4])):
+        df.count()
 elif kind == "wide":
     from functools import reduce
     parts = [spark.read.parquet(f"{data}/wide/p{i}") for i in range(int(sys.argv[4]))]

@@ -1,7 +1,8 @@
 """Which process of a ``spark-submit`` the plugin's CPU lands in: an application of ``spark_overhead.py`` (the ETL,
-or ``--app small|wide``), plugin off and on (file transport), interleaved; each process's CPU (user + system, from
-``/proc``, sampled every 50 ms while it runs) and the JVM's by thread name (digits folded: ``C# CompilerThre`` is
-every JIT compiler thread, ``Thread-#`` the py4j threads serving the driver's calls).
+or ``--app small|wide``, or ``counts``: 200 ``count()`` calls, actions the plugin does not emit), plugin off and on
+(file transport), interleaved; each process's CPU (user + system, from ``/proc``, sampled every 50 ms while it runs)
+and the JVM's by thread name (digits folded: ``C# CompilerThre`` is every JIT compiler thread, ``Thread-#`` the py4j
+threads serving the driver's calls).
 
 - ``jvm``: spark-submit's JVM (the driver's JVM: Spark's own work, and what the plugin's py4j calls make it do);
 - ``driver``: the application's Python process;
@@ -11,7 +12,7 @@ Thread clocks of the driver's Python are in ``spark_plugin_cpu.py``; wall times 
 2-core machine running ``local[2]`` both cores are busy most of the run, so every CPU-second added anywhere in the
 tree costs about half a second of wall time.
 
-    .venv/bin/python benchmarks/spark_process_cpu.py [--reps 8] [--threads] [--app etl|small|wide]
+    .venv/bin/python benchmarks/spark_process_cpu.py [--reps 8] [--threads] [--app etl|small|wide|counts]
 """
 from __future__ import annotations
 
@@ -98,14 +99,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=8, help="interleaved off/on pairs (after one warm-up pair)")
     parser.add_argument("--threads", action="store_true", help="also the JVM's CPU by thread name")
-    parser.add_argument("--app", choices=["etl", "small", "wide"], default="etl")
+    parser.add_argument("--app", choices=["etl", "small", "wide", "counts"], default="etl")
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "spark_overhead_data")
     args = parser.parse_args()
     work, on = spark_overhead.prepare("spark_process_cpu_", args.data_dir, args.rows, 150)
     app_args = {"etl": ["etl", str(args.data_dir), str(work / "out")],
                 "small": ["small", str(args.data_dir), str(work / "out"), "200"],
-                "wide": ["wide", str(args.data_dir), str(work / "out"), "150"]}[args.app]
+                "wide": ["wide", str(args.data_dir), str(work / "out"), "150"],
+                "counts": ["counts", str(args.data_dir), str(work / "out"), "200"]}[args.app]
     runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
     for rep in range(args.reps + 1):
         for variant in (("off", "on") if rep % 2 == 0 else ("on", "off")):

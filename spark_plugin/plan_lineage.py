@@ -135,9 +135,9 @@ class ReadPlan:
         return plan_tree.JvmNodes(self.jplan)
 
 
-def read_plan(qe: Any, func_name: str = "") -> ReadPlan:
-    """The optimized plan of ``qe``, read with one ``toJSON()``."""
-    jplan = qe.optimizedPlan()
+def read_plan(qe: Any, func_name: str = "", jplan: Any = None) -> ReadPlan:
+    """The optimized plan of ``qe`` (``jplan`` when given), read with one ``toJSON()``."""
+    jplan = jplan if jplan is not None else qe.optimizedPlan()
     try:
         plan_json = json.loads(jplan.toJSON())
         return ReadPlan(jplan, plan_json, plan_tree.parse(plan_json))
@@ -184,7 +184,11 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
     plan read while its action still runs); py4j errors on the plan itself (a dead JVM) propagate.
     ``plan``: ``qe``'s plan as read before (:attr:`ActionLineage.plan` of its START).
     """
-    plan = plan or read_plan(qe, func_name)
+    if plan is None:
+        jplan = qe.optimizedPlan()
+        if _filtered_unread(jplan, spark_conf):
+            return None
+        plan = read_plan(qe, func_name, jplan)
     jplan, plan_json, root = plan.jplan, plan.json, plan.root
     nodes = list(plan_tree.walk(root))
     streaming = any(n.fields.get("isStreaming") is True or n.name in _STREAMING_LEAVES for n in nodes)
@@ -292,6 +296,26 @@ def _filtered(root_class: str, streaming: bool, conf: Mapping[str, str]) -> bool
     if root_class in _conf_list(conf, "filter.allowedSparkNodes"):
         return False
     return root_class in FILTERED_ROOTS or root_class in _conf_list(conf, "filter.deniedSparkNodes")
+
+
+#: :data:`FILTERED_ROOTS` by node name (a logical plan node's ``nodeName`` is its class's simple name).
+_FILTERED_NODE_NAMES = frozenset(name.rsplit(".", 1)[1] for name in FILTERED_ROOTS)
+
+
+def _filtered_unread(jplan: Any, conf: Mapping[str, str]) -> bool:
+    """:func:`_filtered` asked of the JVM before the plan is read: an action the JVM integration does not emit
+    (``count()``, ``collect()`` of a projection, ``show()``: Aggregate, Project, LocalRelation roots) costs one py4j
+    call (``nodeName``; three when filtered) instead of its plan's ``toJSON()`` (~2 ms of a py4j thread, and the
+    Scala reflection code it runs, which the JIT then compiles). A streaming plan, or one that cannot be asked, is
+    left to :func:`_filtered` on its read plan (its streaming leaves are found there)."""
+    try:
+        if jplan.nodeName() not in _FILTERED_NODE_NAMES and not _conf_list(conf, "filter.deniedSparkNodes"):
+            return False
+        return _filtered(jplan.getClass().getName(), False, conf) and not jplan.isStreaming()
+    except Py4JNetworkError:
+        raise  # the JVM is gone: nothing to report
+    except Exception:  # noqa: BLE001 - a plan node without these methods: decided on the read plan instead
+        return False
 
 
 def _conf_list(conf: Mapping[str, str], key: str) -> list[str]:

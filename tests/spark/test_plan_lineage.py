@@ -648,6 +648,51 @@ def test_an_actions_end_reads_its_file_relations_no_more(spark, qe_capture, work
     assert all("inputStatistics" in d.io_facets for d in end.inputs)
 
 
+class _PlanJsonSpy:
+    """A QueryExecution whose optimized plan counts its ``toJSON()`` calls (the rest goes to the JVM object)."""
+
+    def __init__(self, obj: Any, calls: list[str]) -> None:
+        self.obj, self.calls = obj, calls
+
+    def optimizedPlan(self) -> Any:
+        return _PlanJsonSpy(self.obj.optimizedPlan(), self.calls)
+
+    def toJSON(self) -> str:
+        self.calls.append("toJSON")
+        return self.obj.toJSON()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.obj, name)
+
+
+AGGREGATE = "org.apache.spark.sql.catalyst.plans.logical.Aggregate"
+INSERT_FILES = "org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationCommand"
+
+
+@pytest.mark.parametrize("action,conf,job,serialized", [
+    ("spark.read.parquet('{tmp}/in/src').count()", {}, None, 0),
+    ("spark.read.parquet('{tmp}/in/src').select('key').collect()", {}, None, 0),
+    ("spark.sql('SHOW TABLES')", {}, None, 0),
+    ("spark.read.parquet('{tmp}/in/src').filter('key > 1').collect()", {}, "filter", 1),
+    ("spark.read.parquet('{tmp}/in/src').write.parquet('{tmp}/out/s')", {}, "execute_insert_into_hadoop_fs_relation_"
+     "command.out_s", 1),
+    ("spark.read.parquet('{tmp}/in/src').count()", {"spark.openlineage.filter.allowedSparkNodes": f"[{AGGREGATE}]"},
+     "hash_aggregate", 1),
+    ("spark.read.parquet('{tmp}/in/src').write.parquet('{tmp}/out/d')",
+     {"spark.openlineage.filter.deniedSparkNodes": f"[{INSERT_FILES}]"}, None, 0),
+])
+def test_an_action_the_jvm_integration_does_not_emit_is_not_serialized(spark, qe_capture, workdir, action, conf, job,
+                                                                        serialized):
+    """count(), collect() of a projection, SHOW TABLES: their plan's toJSON() (~2 ms of the JVM, and Scala
+    reflection code the JIT compiles) is not paid for an action that is filtered out anyway."""
+    fill = _filler({"{tmp}": workdir})
+    exec(fill(SRC), {"spark": spark})
+    [(name, qe)] = qe_capture.run(lambda: exec(fill(action), {"spark": spark}))
+    calls: list[str] = []
+    lineage = action_lineage(_PlanJsonSpy(qe, calls), conf, func_name=name)
+    assert (lineage.job_suffix if lineage else None, len(calls)) == (job, serialized)
+
+
 class _Counting:
     """A JVM object whose method calls (and those of the objects they return) are counted by name."""
 

@@ -305,7 +305,7 @@ _FILTERED_NODE_NAMES = frozenset(name.rsplit(".", 1)[1] for name in FILTERED_ROO
 def _filtered_unread(jplan: Any, conf: Mapping[str, str]) -> bool:
     """:func:`_filtered` asked of the JVM before the plan is read: an action the JVM integration does not emit
     (``count()``, ``collect()`` of a projection, ``show()``: Aggregate, Project, LocalRelation roots) costs one py4j
-    call (``nodeName``; three when filtered) instead of its plan's ``toJSON()`` (~2 ms of a py4j thread, and the
+    call (``nodeName``; four when filtered) instead of its plan's ``toJSON()`` (~2 ms of a py4j thread, and the
     Scala reflection code it runs, which the JIT then compiles). A streaming plan, or one that cannot be asked, is
     left to :func:`_filtered` on its read plan (its streaming leaves are found there)."""
     try:

@@ -583,9 +583,9 @@ def test_start_and_running_while_the_action_runs(spark, workdir, monkeypatch, bu
 
     monkeypatch.setattr(lifecycle.Application, "_new_emitter", late_emitter)
 
-    def counted_read_plan(qe: Any, func_name: str = "") -> Any:
+    def counted_read_plan(qe: Any, func_name: str = "", jplan: Any = None) -> Any:
         plans_read.append(qe)
-        return read_plan(qe, func_name)
+        return read_plan(qe, func_name, jplan)
 
     monkeypatch.setattr(plan_lineage, "read_plan", counted_read_plan)
 

@@ -37,7 +37,10 @@ class Backend:
                  jitter: float = 0.0, redirect_to: str | None = None, close_each: bool = False,
                  drop_each: bool = False, redirect_status: int = 307, reject_status: int = 422,
                  retry_after: str | None = None) -> None:
-        self.port = port or free_port()
+        # Without a port the server binds port 0 here, at once: a port chosen by free_port() and bound later can
+        # be taken in between by anything on the machine (a Spark JVM's connections did, in CI).
+        self._bound: ThreadingHTTPServer | None = None if port else self._new_server(0)
+        self.port = port or self._bound.server_address[1]  # type: ignore[union-attr]
         self.fail_next = fail_next
         self.status = status
         self.flap = flap
@@ -66,6 +69,12 @@ class Backend:
         return [r["event"] for r in self.requests if 200 <= r["status"] < 300]
 
     def __enter__(self) -> Backend:
+        self._server = self._bound or self._new_server(self.port)
+        self._bound = None
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def _new_server(self, port: int) -> ThreadingHTTPServer:
         backend = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -121,9 +130,7 @@ class Backend:
             allow_reuse_address = True
             request_queue_size = 256  # the default 5 resets connections when 64 requests arrive at once
 
-        self._server = Server(("127.0.0.1", self.port), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
+        return Server(("127.0.0.1", port), Handler)
 
     def __exit__(self, *exc) -> None:
         assert self._server is not None

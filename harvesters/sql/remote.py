@@ -20,6 +20,7 @@ the harvester reads as one); other providers (Excel, Oracle, ODBC) reach no SQL 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from sqlglot import exp
@@ -94,12 +95,19 @@ def connection_server(connection: str) -> str | None:
     """The server an ODBC or OLE DB connection string names, as written (``tcp:host,1433``, ``host\\inst``), the
     braces ODBC allows around a value removed; the first of its keys that name one (:data:`_SERVER_KEYS`); None
     when it names none."""
+    return connection_value(connection, _SERVER_KEYS)
+
+
+def connection_value(connection: str, keys: Iterable[str]) -> str | None:
+    """The value of the first of ``keys`` (lower case) an ODBC or OLE DB connection string sets, ODBC's braces
+    around it removed; None when it sets none of them."""
+    wanted = frozenset(keys)
     for item in connection.split(";"):
         key, _, value = item.partition("=")
         value = value.strip()
         if value.startswith("{") and value.endswith("}"):
             value = value[1:-1].replace("}}", "}").strip()
-        if key.strip().lower() in _SERVER_KEYS and value:
+        if key.strip().lower() in wanted and value:
             return value
     return None
 

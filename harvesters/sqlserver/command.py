@@ -21,6 +21,7 @@ from typing import Any
 from harvesters.core.outcome import UsageError, check_input_files, require_pyodbc
 from harvesters.core.run import EXIT_CODES_HELP, Harvested, Progress, add_common_options, instant, run_harvest
 from harvesters.core.state import Checkpoint
+from harvesters.sqlserver.address import parse_server
 
 log = logging.getLogger(__name__)
 
@@ -76,16 +77,6 @@ def add_sqlserver_parser(sub: Any) -> None:
 def run_sqlserver(args: argparse.Namespace) -> int:
     """``harvest sqlserver``: see the module docstring and the README section."""
     return run_harvest(SqlServerSource, LABEL, args)
-
-
-def parse_server(text: str) -> tuple[str, str | None]:
-    """``host``, ``host:1433``, ``host,1433`` (SQL Server style), ``host\\instance``."""
-    if "\\" in text:
-        return text, None
-    if text.count(":") == 1 or "," in text:
-        host, _, port = text.replace(",", ":").rpartition(":")
-        return host, port or None
-    return text, None
 
 
 class SqlServerSource:

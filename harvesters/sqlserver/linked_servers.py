@@ -17,7 +17,7 @@ from typing import Any
 from emitter.naming import sqlserver_namespace
 from emitter.naming.sqlserver import mssql_namespace, split_sqlserver_name, unquote_identifier
 from harvesters.sql.remote import SQLSERVER_PROVIDERS
-from harvesters.sqlserver.command import parse_server
+from harvesters.sqlserver.address import parse_server, without_protocol
 
 
 def parse_linked_servers(pairs: list[str] | None) -> dict[str, tuple[str, str | None]]:
@@ -38,20 +38,19 @@ LOCAL: tuple[str, str | None] = ("", None)
 _LOCAL_HOSTS = frozenset({"(local)", ".", "localhost", "127.0.0.1", "::1"})
 
 
-def _without_tcp(source: str) -> str:
-    return source[4:].strip() if source[:4].lower() == "tcp:" else source
-
-
 def _address(source: str) -> tuple[str, str | None]:
-    """A SQL Server address (``tcp:`` dropped) as ``(host, port)``; :data:`LOCAL` for the local server."""
-    host, port = parse_server(_without_tcp(source))
+    """A SQL Server address as ``(host, port)`` (:func:`parse_server`); :data:`LOCAL` for the local server."""
+    host, port = parse_server(source)
+    if source.strip()[:4].lower() == "lpc:":  # shared memory reaches the local server only
+        return LOCAL
     return LOCAL if host.split("\\", 1)[0].strip().lower() in _LOCAL_HOSTS else (host, port)
 
 
 def catalog_hosts(rows: Iterable[Sequence[Any]]) -> dict[str, tuple[str, str | None]]:
     """Rows of ``sys.servers`` (name, data_source, provider) -> {name (case-folded): (host, port)}, as
-    ``--linked-server`` gives them, for the linked SQL Servers whose address names a host (``tcp:`` dropped) or the
-    local server (:data:`LOCAL`); named pipes and other protocols' addresses are left out (no host to name). Only
+    ``--linked-server`` gives them, for the linked SQL Servers whose address names a host (:func:`parse_server`:
+    ``tcp:`` dropped, a named pipe's host) or the local server (:data:`LOCAL`; also ``lpc:``, shared memory, which
+    only reaches it); a VIA address is left out (no host to name). Only
     SQL Server's own providers (:data:`SQLSERVER_PROVIDERS`) give an address: others (Oracle's, MSDASQL's ODBC to
     anything, files) name no host this harvester can turn into a namespace: their tables keep the linked server's
     name as host."""
@@ -60,7 +59,7 @@ def catalog_hosts(rows: Iterable[Sequence[Any]]) -> dict[str, tuple[str, str | N
         source = str(data_source or "").strip()
         if not name or not source or not str(provider or "").upper().startswith(SQLSERVER_PROVIDERS):
             continue
-        if ":" in _without_tcp(source).split("\\", 1)[0].split(",", 1)[0]:  # np:\\host\pipe\..., lpc:, admin:
+        if without_protocol(source)[:4].lower() == "via:":  # the VIA protocol's address: no host to name
             continue
         found[str(name).casefold()] = _address(source)
     return found

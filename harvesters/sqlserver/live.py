@@ -18,7 +18,8 @@ import attrs
 
 from emitter.naming.sqlserver import split_sqlserver_name
 from harvesters.core.outcome import Unreadable, UsageError
-from harvesters.sql.remote import connection_server
+from harvesters.sql.remote import connection_server, connection_value
+from harvesters.sqlserver.address import parse_server
 from harvesters.sqlserver.xevents import Item, XEvent, parse_event, read_events
 
 
@@ -176,13 +177,13 @@ def connection_string(conn: str | None, dsn: str | None, user: str | None, passw
 
 def server_from_connection_string(conn: str | None) -> tuple[str, str | None] | None:
     """(host, port) from ``Server=tcp:host,1433`` / ``host\\instance`` / ``host`` (or ``Data Source``, ``Address``,
-    ``Addr``, ``Network Address``; braces around the value allowed), or None."""
+    ``Addr``, ``Network Address``; braces around the value allowed; read as ``--server`` is), the port from FreeTDS's
+    ``Port`` key when the server gives none; None when it names no server."""
     server = connection_server(conn or "")
     if server is None:
         return None
-    server = re.sub(r"(?i)^(tcp|np|lpc):", "", server)
-    host, _, port = server.partition(",")
-    return host.strip(), port.strip() or None
+    host, port = parse_server(server)
+    return host, port or connection_value(conn or "", ("port",))
 
 
 @attrs.frozen

@@ -140,7 +140,10 @@ CATALOG_ROWS = [
     (("OLD", "10.0.0.9", "SQLOLEDB"), {"old": ("10.0.0.9", None)}),
     (("ORA", "orcl.corp", "OraOLEDB.Oracle"), {}),  # not a SQL Server
     (("ODBC", "dsn", "MSDASQL"), {}),
-    (("PIPE", "np:\\\\host\\pipe\\sql\\query", "SQLNCLI11"), {}),  # no host to name
+    (("PIPE", "np:\\\\host\\pipe\\sql\\query", "SQLNCLI11"), {"pipe": ("host", None)}),  # a named pipe's host
+    (("SHM", "lpc:sqlprod01", "SQLNCLI11"), {"shm": LOCAL}),  # shared memory reaches the local server only
+    (("VIA", "via:sqlprod01,1433", "SQLNCLI"), {}),  # no host to name
+    (("FIXED", "sqlprod07\\DW,1450", "MSOLEDBSQL"), {"fixed": ("sqlprod07\\DW", "1450")}),
     (("LOOP", "(local)", "SQLNCLI11"), {"loop": LOCAL}),  # the local server itself
     (("SELF", "tcp:.,1433", "SQLNCLI11"), {"self": LOCAL}),
     (("LOCALDB", "localhost\\SQLEXPRESS", "MSOLEDBSQL"), {"localdb": LOCAL}),

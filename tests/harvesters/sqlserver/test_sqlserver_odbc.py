@@ -190,13 +190,18 @@ def test_without_pyodbc_a_live_harvest_says_what_to_install(tmp_path, capsys, mo
 
 @pytest.mark.parametrize("conn,expected", [
     ("Driver={ODBC Driver 18 for SQL Server};Server=tcp:db01.corp,1433;Encrypt=yes", ("db01.corp", "1433")),
-    ("DRIVER=FreeTDS;SERVER=db01;PORT=1433", ("db01", None)),
+    ("DRIVER=FreeTDS;SERVER=db01;PORT=1433", ("db01", "1433")),
     (r"Driver=x;Data Source=SQLPROD01\DW", (r"SQLPROD01\DW", None)),
     ("Driver=x;Database=y", None),
     # ODBC's braces around a value, and OLE DB's key (both once read as no server or as "{host")
     ("Driver={ODBC Driver 18 for SQL Server};Server={tcp:db01.corp,1433};Encrypt=yes", ("db01.corp", "1433")),
     ("Provider=MSOLEDBSQL;Network Address=db02.corp,1450;Initial Catalog=DW", ("db02.corp", "1450")),
     ("Driver=x;Addr= db03 ;Database=y", ("db03", None)),
+    # read as --server is: a named instance's fixed port, a named pipe; FreeTDS's Port key
+    ("Driver=x;Server=db04\\DW,1450", ("db04\\DW", "1450")),
+    ("Driver=x;Server=np:\\\\db05\\pipe\\sql\\query", ("db05", None)),
+    ("DRIVER=FreeTDS;SERVER=db06;PORT=1450", ("db06", "1450")),
+    ("DRIVER=FreeTDS;SERVER=db07,1451;PORT=1450", ("db07", "1451")),
 ])
 def test_server_from_connection_string(conn, expected):
     assert server_from_connection_string(conn) == expected

@@ -196,7 +196,8 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
         return None
 
     ctx = PlanContext(qe, root, jplan, spark_conf, plan.nodes)
-    command = _command_name(qe)
+    executed, executed_name = _executed_root(qe)
+    command = naming.normalize_name(executed_name)  # the JVM's JobNameBuilder
     if _flag(spark_conf, "jobName.replaceDotWithUnderscore", False):
         command = command.replace(".", "_")
 
@@ -217,7 +218,7 @@ def action_lineage(qe: Any, spark_conf: Mapping[str, str], *, func_name: str = "
     if suffix and _flag(spark_conf, "jobName.appendDatasetName", True):
         job_suffix = f"{command}.{suffix.replace('.', '_')}"
 
-    stats = _output_statistics(qe) if outputs else None
+    stats = _output_statistics(executed) if outputs else None
     facets = _FacetBuilder(spark_conf)
     output_datasets = [facets.dataset(r, stats if i == 0 else None) for i, r in enumerate(_dedupe(outputs))]
     if output_datasets and output_datasets[0].facets.get("schema") is not None and facets.enabled("columnLineage"):
@@ -415,20 +416,17 @@ _PLAN_WRAPPERS = {
 }
 
 
-def _executed_root(qe: Any) -> Any:
-    """The executed plan's root with adaptive-execution and codegen wrappers removed."""
+def _executed_root(qe: Any) -> tuple[Any, str]:
+    """The executed plan's root with adaptive-execution and codegen wrappers removed, and its ``nodeName``. Read
+    once an action: the job's name and the output statistics both come from it (2 py4j calls, not 5)."""
     plan = qe.executedPlan()
     for _ in range(8):  # wrappers nest a few levels at most
-        unwrap = _PLAN_WRAPPERS.get(plan.nodeName().split(" (")[0])
+        name = plan.nodeName()
+        unwrap = _PLAN_WRAPPERS.get(name.split(" (")[0])
         if unwrap is None:
-            break
+            return plan, name
         plan = unwrap(plan)
-    return plan
-
-
-def _command_name(qe: Any) -> str:
-    """Normalized name of the executed plan's root, wrappers removed (the JVM's JobNameBuilder)."""
-    return naming.normalize_name(_executed_root(qe).nodeName())
+    return plan, plan.nodeName()
 
 
 #: How many nodes below a logical plan's root are asked for an SQL text (~6 py4j calls each) when the root has none.
@@ -488,15 +486,27 @@ def _children(node: Any) -> list[Callable[[], Any]]:
     return [functools.partial(children.apply, i) for i in range(children.size())]
 
 
-def _output_statistics(qe: Any) -> dict[str, int] | None:
-    """rowCount/size/fileCount from the write node's SQL metrics (absent for non-writes)."""
+#: One entry of a Scala ``Map[String, SQLMetric]``'s ``toString`` (``Map(`` or, Scala 2.13, ``HashMap(``), e.g.
+#: ``numFiles -> SQLMetric(id: 12, name: Some(number of written files), value: 1)`` (AccumulatorV2's toString).
+_METRIC_ENTRY = re.compile(r"(\w+) -> SQLMetric\(id: -?\d+, name: .*?, value: (-?\d+)\)(?=, \w+ -> |\)$)")
+
+
+def _output_statistics(executed: Any) -> dict[str, int] | None:
+    """rowCount/size/fileCount from the write node's SQL metrics (absent for non-writes). The metrics map is read
+    as its ``toString`` (one py4j call, where asking each metric's Option takes four and leaves four proxies for
+    py4j to release later); a text not in that form is asked metric by
+    metric."""
     try:
-        metrics = _executed_root(qe).metrics()
-        stats = {}
-        for metric, field in _STAT_METRICS:
-            value = metrics.get(metric)
-            if value.isDefined():
-                stats[field] = int(value.get().value())
+        metrics = executed.metrics()
+        text = str(metrics.toString())
+        found = dict(_METRIC_ENTRY.findall(text))
+        if len(found) != text.count(" -> ") or not text.endswith(")") or "Map(" not in text[:8]:
+            found = {}
+            for metric, _ in _STAT_METRICS:
+                value = metrics.get(metric)
+                if value.isDefined():
+                    found[metric] = str(value.get().value())
+        stats = {field: int(found[metric]) for metric, field in _STAT_METRICS if metric in found}
         return stats or None
     except Exception:  # noqa: BLE001 - metrics this Spark does not have: no statistics
         return None

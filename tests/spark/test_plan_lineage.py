@@ -8,6 +8,7 @@ JVM integration filters it), and the datasets/SQL are those of the last one. Pla
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import pyspark
@@ -726,3 +727,51 @@ def test_the_relations_of_a_wide_union_are_reached_asking_the_union_for_its_chil
     assert calls == {"children": len(parents), "apply": len({n.path[:i + 1] for n in relations
                                                              for i in range(len(n.path))})}
     assert calls["children"] < 4
+
+
+class _MetricsSpy:
+    """An executed plan whose ``metrics()`` map records the calls made on it; ``text`` (when given) is what the
+    map's ``toString()`` answers instead of its own text."""
+
+    def __init__(self, plan: Any, calls: list[str], text: Callable[[str], str] | None = None) -> None:
+        self.plan, self.calls, self.text = plan, calls, text
+
+    def metrics(self) -> Any:
+        self.calls.append("metrics")
+        spy = self
+
+        class Map:
+            def toString(self) -> str:  # noqa: N802 - the JVM's name
+                spy.calls.append("toString")
+                own = spy.plan.metrics().toString()
+                return spy.text(own) if spy.text else own
+
+            def get(self, key: str) -> Any:
+                spy.calls.append(f"get {key}")
+                return spy.plan.metrics().get(key)
+        return Map()
+
+
+_ASKED = ["metrics", "toString", "get numOutputRows", "get numOutputBytes", "get numFiles"]
+
+
+@pytest.mark.parametrize("text,calls", [
+    (None, ["metrics", "toString"]),
+    (lambda own: own.replace("SQLMetric(", "SQLMetricV9("), _ASKED),  # another form: each metric asked
+    (lambda own: "SQLMetrics" + own, _ASKED),
+    (lambda own: own.replace("value: ", "value: x", 1), _ASKED),  # one entry not understood: all asked
+], ids=["its-text", "other-class", "other-prefix", "one-entry-unread"])
+def test_a_writes_statistics_are_read_from_its_metrics_text(spark, qe_capture, workdir, text, calls):
+    """rowCount/size/fileCount come from the map's text in one py4j call (not four a metric, each leaving proxies
+    for py4j to release); a text not in the form Spark 3.5 / 4 give is not guessed at: each metric is asked."""
+    from spark_plugin.plan_lineage import _executed_root, _output_statistics
+
+    df = spark.range(30).repartition(3)
+    [(_, qe)] = qe_capture.run(lambda: df.write.parquet(f"{workdir}/out"))
+    executed, name = _executed_root(qe)
+    size = int(executed.metrics().get("numOutputBytes").get().value())
+    asked: list[str] = []
+    stats = _output_statistics(_MetricsSpy(executed, asked, text))
+    assert (name, stats, asked) == ("Execute InsertIntoHadoopFsRelationCommand",
+                                    {"rowCount": 30, "size": size, "fileCount": 3}, calls)
+    assert size > 0

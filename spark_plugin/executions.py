@@ -78,20 +78,26 @@ class ExecutionPoll:
         now = datetime.now(timezone.utc)
         new: list[Tracked] = []
         for _ in range(self.MAX_NEW_PER_POLL):
-            found = self._store.execution(self._next)
-            if not found.isDefined():
-                break
-            data = found.get()
             execution_id = self._next
-            if data.completionTime().isDefined():
+            found = self._store.execution(execution_id)
+            if not found.isDefined():
+                break  # not started, or its start not in the store yet
+            # Spark holds an execution's QueryExecution from before its start reaches the store until it ended: in
+            # the store and without one (asked in this order) is ended, passed in 3 py4j calls and one proxy to
+            # release where reading its completion time takes 5 and 3: most executions end before a poll sees them
+            qe = self._sql_execution.getQueryExecution(execution_id)
+            if qe is None:
+                self._next += 1
+                continue
+            data = found.get()
+            if data.completionTime().isDefined():  # it ended between the two calls
                 self._next += 1
                 continue
             submitted = datetime.fromtimestamp(data.submissionTime() / 1000.0, tz=timezone.utc)
             if (now - submitted).total_seconds() < self._min_age_s:
                 break  # look again next time: it may well end before and be reported by the listener alone
             self._next += 1
-            qe = self._sql_execution.getQueryExecution(execution_id)
-            if qe is None or qe.getClass().getSimpleName() == "IncrementalExecution":
+            if qe.getClass().getSimpleName() == "IncrementalExecution":
                 # a streaming micro-batch: the streaming listener reports it at the batch's end under a run of its
                 # own (spark_plugin/streaming.py); the QueryExecutionListener never ends a run started here
                 continue

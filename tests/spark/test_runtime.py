@@ -623,6 +623,56 @@ def test_start_and_running_while_the_action_runs(spark, workdir, monkeypatch, bu
     assert len(plans_read) == 1
 
 
+@contextmanager
+def _py4j_calls() -> Iterator[list[str]]:
+    """The names of the JVM methods this thread calls through py4j meanwhile (not py4j's own commands)."""
+    from py4j import clientserver
+
+    calls: list[str] = []
+    me = threading.current_thread()
+    send = clientserver.ClientServerConnection.send_command
+
+    def counted(self: Any, command: str) -> Any:
+        parts = command.split("\n")
+        if threading.current_thread() is me and parts[0] == "c":
+            calls.append(parts[2])
+        return send(self, command)
+
+    clientserver.ClientServerConnection.send_command = counted
+    try:
+        yield calls
+    finally:
+        clientserver.ClientServerConnection.send_command = send
+
+
+def test_the_poll_passes_ended_executions_in_three_calls_and_finds_a_running_one(spark):
+    """A burst of small actions ends before the execution poll sees them: each costs it three py4j calls (and one
+    proxy for py4j to release), not five (and three); an action still running is found and started."""
+    from spark_plugin.executions import ExecutionPoll
+
+    poll = ExecutionPoll(spark._jsparkSession, spark._jvm, 0.0, int(time.time() * 1000))
+    assert poll.poll() == ([], [])
+    for _ in range(3):
+        spark.range(3).collect()
+    with _py4j_calls() as calls:
+        assert poll.poll() == ([], [])
+    assert calls == ["execution", "isDefined", "getQueryExecution"] * 3 + ["execution", "isDefined"]
+
+    slow = threading.Thread(target=lambda: spark.range(0, 1, 1, 1).selectExpr(
+        "reflect('java.lang.Thread', 'sleep', CAST(3000 AS BIGINT))").collect())
+    slow.start()
+    try:
+        found: list[Any] = []
+        deadline = time.monotonic() + 20
+        while not found and time.monotonic() < deadline:
+            found = poll.poll()[0]
+            time.sleep(0.05)
+    finally:
+        slow.join()
+    assert len(found) == 1 and found[0].qe.getClass().getSimpleName() == "QueryExecution"
+    assert poll.poll() == ([], [])  # it ended: passed
+
+
 def test_failed_action_carries_the_jvm_error(spark, workdir):
     events, _ = run_captured(spark, workdir, failing_write)
     fail = next(e for e in events if e["eventType"] == "FAIL")

@@ -494,22 +494,29 @@ _METRIC_ENTRY = re.compile(r"(\w+) -> SQLMetric\(id: -?\d+, name: .*?, value: (-
 def _output_statistics(executed: Any) -> dict[str, int] | None:
     """rowCount/size/fileCount from the write node's SQL metrics (absent for non-writes). The metrics map is read
     as its ``toString`` (one py4j call, where asking each metric's Option takes four and leaves four proxies for
-    py4j to release later); a text not in that form is asked metric by
-    metric."""
+    py4j to release later); a text not in that form is asked metric by metric."""
     try:
         metrics = executed.metrics()
-        text = str(metrics.toString())
-        found = dict(_METRIC_ENTRY.findall(text))
-        if len(found) != text.count(" -> ") or not text.endswith(")") or "Map(" not in text[:8]:
-            found = {}
+        values = _metric_values(str(metrics.toString()))
+        if values is None:
+            values = {}
             for metric, _ in _STAT_METRICS:
                 value = metrics.get(metric)
                 if value.isDefined():
-                    found[metric] = str(value.get().value())
-        stats = {field: int(found[metric]) for metric, field in _STAT_METRICS if metric in found}
+                    values[metric] = str(value.get().value())
+        stats = {field: int(values[metric]) for metric, field in _STAT_METRICS if metric in values}
         return stats or None
     except Exception:  # noqa: BLE001 - metrics this Spark does not have: no statistics
         return None
+
+
+def _metric_values(text: str) -> dict[str, str] | None:
+    """Metric name -> value from a metrics map's ``toString``; None unless every entry is in the form Spark 3.5 and
+    4 give (:data:`_METRIC_ENTRY`)."""
+    found = dict(_METRIC_ENTRY.findall(text))
+    if len(found) != text.count(" -> ") or not text.endswith(")") or "Map(" not in text[:8]:
+        return None
+    return found
 
 
 def _flag(conf: Mapping[str, str], key: str, default: bool) -> bool:

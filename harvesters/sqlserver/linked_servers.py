@@ -40,9 +40,9 @@ _LOCAL_HOSTS = frozenset({"(local)", ".", "localhost", "127.0.0.1", "::1"})
 
 def _address(source: str) -> tuple[str, str | None]:
     """A SQL Server address as ``(host, port)`` (:func:`parse_server`); :data:`LOCAL` for the local server."""
-    host, port = parse_server(source)
     if source.strip()[:4].lower() == "lpc:":  # shared memory reaches the local server only
         return LOCAL
+    host, port = parse_server(source)
     return LOCAL if host.split("\\", 1)[0].strip().lower() in _LOCAL_HOSTS else (host, port)
 
 
